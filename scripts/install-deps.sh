@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs what building and testing lock needs, from Debian's packages. Run as root.
+set -eu
+
+packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev
+          python3 tmux util-linux procps"
+# The benchmark's peers (flock is in util-linux).
+packages="$packages parallel"
+
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -1,0 +1,62 @@
+#pragma once
+// The backend-neutral contract between the runner and a lock service. A backend knows nothing of
+// children; the runner knows nothing of files, sessions or leases.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "util/deadline.hpp"
+#include "util/error.hpp"
+
+namespace lk {
+
+struct LockSpec {
+  std::string prefix;        // already validated (see prefix.hpp)
+  int limit = 1;             // 1: a lock; more: a semaphore with that many slots
+  std::string session_name;  // shown to whoever asks who holds the prefix
+};
+
+// Lets a long wait be cut short: when `fd` becomes readable, `should_stop()` says whether to give up.
+struct Interrupt {
+  int fd = -1;
+  std::function<bool()> should_stop = [] { return false; };
+};
+
+// The wait ended because of the deadline or an interruption, not because of a fault.
+struct AcquireTimeout : Error {
+  using Error::Error;
+};
+struct Interrupted : Error {
+  using Error::Error;
+};
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// What a backend hands the runner once acquisition is confirmed.
+class Hold {
+ public:
+  virtual ~Hold() = default;
+  // Readable when the hold may have been lost; check_loss() then says whether it was, and why.
+  virtual int loss_fd() const = 0;
+  virtual std::optional<std::string> check_loss() = 0;
+  // Variables that tell the child what it holds (fencing token, key, prefix).
+  virtual EnvVars child_env() const = 0;
+  // Descriptors the child tree inherits, so the hold outlives this process only as long as the tree.
+  virtual std::vector<int> child_fds() const = 0;
+  // Gives the hold up (the child tree is gone by now) and removes what nobody uses any more.
+  virtual void release() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
+  // Interrupted when `interrupt` says stop, and Error for anything else.
+  virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
+                                        const Interrupt& interrupt) = 0;
+};
+
+}  // namespace lk

@@ -1,0 +1,23 @@
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace lk {
+
+// Who holds (or waits for) a prefix, stored beside the hold so that others can be told.
+struct HolderRecord {
+  std::string prefix;
+  std::string name;   // the session name
+  std::string host;
+  pid_t pid = 0;
+  std::string since;  // RFC 3339, UTC
+  std::uint64_t token = 0;  // fencing token; 0 while waiting
+
+  static HolderRecord for_this_process(const std::string& prefix, const std::string& name);
+  std::string to_json() const;
+  static HolderRecord from_json(const std::string& text);  // throws Error when malformed
+};
+
+}  // namespace lk

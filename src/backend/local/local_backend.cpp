@@ -1,0 +1,289 @@
+// The local recipe, a first-come-first-served semaphore built from kernel file locks:
+//
+//  1. Under the meta lock, check the limit and take the next ticket (a file we keep locked).
+//  2. Wait until every ticket ahead of ours is gone. Each waiter waits only on the live ticket
+//     just ahead of it, so a departure wakes one process, not the herd, and order is kept.
+//  3. At the head of the queue, take whichever of the `limit` slot files frees first.
+//  4. Under the meta lock, raise the fencing counter, record who holds the slot, leave the queue.
+//
+// Every lock is released by the kernel when its holder dies, so no crash leaves the prefix stuck.
+// The slot lock is inherited by the child tree: the slot stays taken until the last process of
+// the tree has gone, even if `lock` itself is killed.
+#include "backend/local/local_backend.hpp"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "backend/holder_record.hpp"
+#include "backend/local/ofd_lock.hpp"
+#include "backend/local/prefix_dir.hpp"
+#include "backend/local/state_dir.hpp"
+
+namespace lk {
+namespace {
+
+// Keeps a fencing token rising even across a cleanup or a reboot that wiped the state directory:
+// a fresh counter starts from the wall clock in microseconds.
+std::uint64_t next_fence(std::uint64_t last) {
+  auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  return std::max<std::uint64_t>(last + 1, static_cast<std::uint64_t>(now));
+}
+
+// Consul's wording, which users of `consul lock` already search for, with what we know added.
+void check_limit(int theirs, int ours) {
+  if (theirs == 0 || theirs == ours) return;
+  if (theirs > 1 && ours > 1)
+    throw Error("semaphore limit conflict (lock: " + std::to_string(theirs) +
+                ", local: " + std::to_string(ours) + ")");
+  if (ours == 1)
+    throw Error("Existing key does not match lock use (the prefix is in use as a semaphore with -n " +
+                std::to_string(theirs) + ")");
+  throw Error("Existing key does not match semaphore use (the prefix is in use as a lock)");
+}
+
+UniqueFd open_in(const PrefixDir& dir, const std::string& file, int flags) {
+  UniqueFd fd(openat(dir.fd(), file.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd && errno != ENOENT) throw sys_error("cannot open " + dir.path(file));
+  return fd;
+}
+
+void write_record(int fd, const HolderRecord& record) {
+  std::string json = record.to_json();
+  if (ftruncate(fd, 0) < 0 ||
+      pwrite(fd, json.data(), json.size(), 0) != static_cast<ssize_t>(json.size()))
+    throw sys_error("cannot write holder record");
+}
+
+std::string read_all(int fd) {
+  std::string text(4096, '\0');
+  ssize_t n = pread(fd, text.data(), text.size(), 0);
+  text.resize(n > 0 ? n : 0);
+  return text;
+}
+
+// "held by pid 12 on web1 (name) since ..." for every live slot: what a user who timed out wants.
+std::string describe_holders(const PrefixDir& dir, int limit) {
+  std::string out;
+  for (int i = 0; i < limit; ++i) {
+    UniqueFd fd = open_in(dir, PrefixDir::slot_file(i), O_RDONLY);
+    if (!fd || !is_locked_elsewhere(fd.get())) continue;
+    try {
+      auto r = HolderRecord::from_json(read_all(fd.get()));
+      out += (out.empty() ? "; held by pid " : ", pid ") + std::to_string(r.pid) + " on " + r.host +
+             " since " + r.since;
+    } catch (const Error&) {
+      out += out.empty() ? "; held by a process still writing its record" : ", another";
+    }
+  }
+  return out;
+}
+
+// A place in the queue, kept for as long as we wait.
+class Ticket {
+ public:
+  // Call with the meta lock held, so that a ticket is locked before anyone can see it. A file
+  // already there under our number is a leftover of a process that died while creating it.
+  Ticket(const PrefixDir& dir, std::uint64_t number, const HolderRecord& waiter)
+      : dir_(dir), number_(number), file_(PrefixDir::ticket_file(number)) {
+    unlinkat(dir.fd(), file_.c_str(), 0);
+    fd_.reset(openat(dir.fd(), file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0600));
+    if (!fd_) throw sys_error("cannot create " + dir.path(file_));
+    try {
+      if (!try_lock(fd_.get(), LockKind::exclusive)) throw Error("cannot lock " + dir.path(file_));
+      write_record(fd_.get(), waiter);
+    } catch (...) {
+      leave();
+      throw;
+    }
+  }
+  Ticket(const Ticket&) = delete;
+  ~Ticket() { leave(); }
+
+  std::uint64_t number() const { return number_; }
+  void leave() {
+    if (!fd_) return;
+    unlinkat(dir_.fd(), file_.c_str(), 0);
+    fd_.reset();
+  }
+
+ private:
+  const PrefixDir& dir_;
+  std::uint64_t number_;
+  std::string file_;
+  UniqueFd fd_;
+};
+
+// Step 2: returns once no live ticket is ahead of ours, false when the deadline passes first.
+bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, Deadline deadline,
+                   const Interrupt& interrupt) {
+  for (;;) {
+    auto numbers = dir.tickets();
+    auto ahead = std::lower_bound(numbers.begin(), numbers.end(), mine);
+    UniqueFd just_ahead;
+    while (ahead != numbers.begin() && !just_ahead) {
+      auto file = PrefixDir::ticket_file(*--ahead);
+      UniqueFd fd = open_in(dir, file, O_RDONLY);
+      if (!fd) continue;  // it left while we looked
+      if (!try_lock(fd.get(), LockKind::shared)) {
+        just_ahead = std::move(fd);
+      } else {
+        // Tickets ahead of ours were locked before ours existed; an unlocked one was left by a
+        // waiter that died. Clear it so that nobody looks at it again.
+        unlinkat(dir.fd(), file.c_str(), 0);
+      }
+    }
+    if (!just_ahead) return true;
+    LockTarget target{just_ahead.get(), LockKind::shared};
+    if (!lock_any({&target, 1}, deadline, interrupt)) return false;
+  }
+}
+
+class LocalHold : public Hold {
+ public:
+  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::uint64_t token, std::string prefix)
+      : dir_(std::move(dir)),
+        slot_(slot),
+        slot_fd_(std::move(slot_fd)),
+        token_(token),
+        prefix_(std::move(prefix)),
+        key_(dir_.path(PrefixDir::slot_file(slot))) {
+    watch_for_removal();
+  }
+  ~LocalHold() override { release(); }
+
+  int loss_fd() const override { return inotify_.get(); }
+
+  // Someone removed or replaced our slot file (or the directories above it): a newcomer would
+  // create a fresh one and take it while our child still runs, so the hold counts as lost.
+  std::optional<std::string> check_loss() override {
+    char buf[4096];
+    while (read(inotify_.get(), buf, sizeof buf) > 0) {
+    }
+    struct stat ours, now;
+    if (fstat(slot_fd_.get(), &ours) == 0 && stat(key_.c_str(), &now) == 0 &&
+        ours.st_dev == now.st_dev && ours.st_ino == now.st_ino)
+      return std::nullopt;
+    return "the lock file " + key_ + " was removed or replaced";
+  }
+
+  EnvVars child_env() const override {
+    return {{"LOCK_PREFIX", prefix_},
+            {"LOCK_FENCING_TOKEN", std::to_string(token_)},
+            {"LOCK_KEY", key_}};
+  }
+
+  std::vector<int> child_fds() const override { return {slot_fd_.get()}; }
+
+  // Closes our descriptor rather than unlocking: an unlock would free the slot for every process
+  // sharing the open file, including any of the child tree that might still run.
+  void release() override {
+    if (!slot_fd_) return;
+    dir_.lock_meta();
+    ftruncate(slot_fd_.get(), 0);
+    slot_fd_.reset();
+    dir_.remove_if_idle();
+    dir_.unlock_meta();
+  }
+
+ private:
+  void watch_for_removal() {
+    inotify_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (!inotify_) throw sys_error("inotify");
+    std::string dir = key_.substr(0, key_.rfind('/'));
+    std::string state = dir.substr(0, dir.rfind('/'));
+    const uint32_t gone = IN_DELETE_SELF | IN_MOVE_SELF;
+    if (inotify_add_watch(inotify_.get(), key_.c_str(), gone | IN_ATTRIB) < 0 ||
+        inotify_add_watch(inotify_.get(), dir.c_str(), gone) < 0 ||
+        inotify_add_watch(inotify_.get(), state.c_str(), gone) < 0)
+      throw sys_error("cannot watch " + key_);
+    if (auto lost = check_loss()) throw Error(*lost);  // removed before the watch was in place
+  }
+
+  PrefixDir dir_;
+  int slot_;
+  UniqueFd slot_fd_;
+  std::uint64_t token_;
+  std::string prefix_;
+  std::string key_;
+  UniqueFd inotify_;
+};
+
+}  // namespace
+
+LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
+    : state_path_(std::move(state_path)), state_(open_state_dir(state_path_, state_is_default)) {}
+
+std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
+                                            const Interrupt& interrupt) {
+  auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
+                              interrupt);
+  auto waiter = HolderRecord::for_this_process(spec.prefix, spec.session_name);
+
+  // Step 1.
+  Meta meta = dir.read_meta();
+  if (meta.limit != spec.limit && meta.limit != 0 && dir.remove_if_idle())
+    return acquire(spec, deadline, interrupt);  // a limit nobody uses any more
+  check_limit(meta.limit, spec.limit);
+  meta.limit = spec.limit;
+  std::uint64_t number = meta.next_ticket++;
+  dir.write_meta(meta);  // first: dying before the ticket exists leaves only a gap in the numbers
+  Ticket ticket(dir, number, waiter);
+  dir.unlock_meta();
+
+  struct GiveUp {  // on timeout, interruption or error: leave no ticket, and no files if idle
+    PrefixDir& dir;
+    Ticket& ticket;
+    bool armed = true;
+    ~GiveUp() {
+      if (!armed) return;
+      ticket.leave();
+      try {
+        dir.lock_meta();
+        dir.remove_if_idle();
+        dir.unlock_meta();
+      } catch (const Error&) {
+        // Only tidiness is lost: the next user of the prefix cleans up.
+      }
+    }
+  } give_up{dir, ticket};
+  auto timed_out = [&] {
+    return AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'" +
+                          describe_holders(dir, spec.limit));
+  };
+
+  // Step 2.
+  if (!wait_for_turn(dir, ticket.number(), deadline, interrupt)) throw timed_out();
+
+  // Step 3.
+  std::vector<UniqueFd> slots;
+  std::vector<LockTarget> targets;
+  for (int i = 0; i < spec.limit; ++i) {
+    slots.push_back(open_in(dir, PrefixDir::slot_file(i), O_RDWR | O_CREAT));
+    if (!slots.back()) throw sys_error("cannot open " + dir.path(PrefixDir::slot_file(i)));
+    targets.push_back({slots.back().get(), LockKind::exclusive});
+  }
+  auto slot = lock_any(targets, deadline, interrupt);
+  if (!slot) throw timed_out();
+
+  // Step 4.
+  dir.lock_meta();
+  meta = dir.read_meta();
+  meta.fence = next_fence(meta.fence);
+  dir.write_meta(meta);
+  waiter.token = meta.fence;
+  write_record(slots[*slot].get(), waiter);
+  dir.unlock_meta();
+  give_up.armed = false;
+  ticket.leave();
+  return std::make_unique<LocalHold>(std::move(dir), static_cast<int>(*slot),
+                                     std::move(slots[*slot]), meta.fence, spec.prefix);
+}
+
+}  // namespace lk

@@ -1,0 +1,21 @@
+#pragma once
+#include <string>
+
+#include "backend/backend.hpp"
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+// The embedded default: file locks on this machine, under one state directory.
+class LocalBackend : public Backend {
+ public:
+  LocalBackend(std::string state_path, bool state_is_default);
+  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
+                                const Interrupt& interrupt) override;
+
+ private:
+  std::string state_path_;
+  UniqueFd state_;
+};
+
+}  // namespace lk

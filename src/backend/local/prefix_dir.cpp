@@ -1,0 +1,131 @@
+#include "backend/local/prefix_dir.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "backend/local/ofd_lock.hpp"
+
+namespace lk {
+namespace {
+
+bool starts_with(const char* name, const char* prefix) {
+  return std::string_view(name).starts_with(prefix);
+}
+
+// Calls fn(name) for every entry of the directory but "." and "..".
+template <class Fn>
+void for_each_entry(int dir_fd, Fn fn) {
+  int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw sys_error("cannot read lock directory");
+  DIR* dir = fdopendir(fd);
+  if (!dir) {
+    close(fd);
+    throw sys_error("cannot read lock directory");
+  }
+  while (dirent* e = readdir(dir))
+    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") fn(e->d_name);
+  closedir(dir);
+}
+
+}  // namespace
+
+PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const std::string& name,
+                           Deadline deadline, const Interrupt& interrupt) {
+  for (;;) {
+    PrefixDir d(state_fd, state_path + "/" + name, name);
+    if (mkdirat(state_fd, name.c_str(), 0700) < 0 && errno != EEXIST)
+      throw sys_error("cannot create " + d.path_);
+    d.dir_.reset(openat(state_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!d.dir_) {
+      if (errno == ENOENT) continue;  // removed by a cleanup since our mkdir
+      throw sys_error("cannot open " + d.path_);
+    }
+    d.meta_.reset(openat(d.dir_.get(), "meta", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!d.meta_) {
+      if (errno == ENOENT) continue;
+      throw sys_error("cannot open " + d.path("meta"));
+    }
+    LockTarget meta{d.meta_.get(), LockKind::exclusive};
+    if (!lock_any({&meta, 1}, deadline, interrupt))
+      throw AcquireTimeout("timed out waiting for " + d.path("meta"));
+    struct stat st;
+    if (fstat(d.meta_.get(), &st) < 0) throw sys_error("cannot inspect " + d.path("meta"));
+    if (st.st_nlink > 0) return d;
+    // A cleanup removed the prefix while we waited for its lock: start over.
+  }
+}
+
+std::string PrefixDir::path(const std::string& file) const { return path_ + "/" + file; }
+
+void PrefixDir::lock_meta() {
+  LockTarget meta{meta_.get(), LockKind::exclusive};
+  lock_any({&meta, 1}, Deadline::never(), Interrupt{});
+}
+
+void PrefixDir::unlock_meta() { unlock(meta_.get()); }
+
+Meta PrefixDir::read_meta() const {
+  char buf[128] = {};
+  ssize_t n = pread(meta_.get(), buf, sizeof buf - 1, 0);
+  if (n < 0) throw sys_error("cannot read " + path("meta"));
+  Meta m;
+  if (n > 0 &&
+      std::sscanf(buf, "limit %d fence %" SCNu64 " next %" SCNu64, &m.limit, &m.fence,
+                  &m.next_ticket) != 3)
+    throw Error(path("meta") + " is corrupt; remove " + path_ + " once nobody uses it");
+  return m;
+}
+
+void PrefixDir::write_meta(const Meta& m) const {
+  char buf[128];
+  int n = std::snprintf(buf, sizeof buf, "limit %d fence %" PRIu64 " next %" PRIu64 "\n", m.limit,
+                        m.fence, m.next_ticket);
+  if (pwrite(meta_.get(), buf, n, 0) != n || ftruncate(meta_.get(), n) < 0)
+    throw sys_error("cannot write " + path("meta"));
+}
+
+std::string PrefixDir::ticket_file(std::uint64_t number) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "q.%020" PRIu64, number);  // zero-padded: sorts by arrival
+  return buf;
+}
+
+std::string PrefixDir::slot_file(int slot) { return "slot." + std::to_string(slot); }
+
+std::vector<std::uint64_t> PrefixDir::tickets() const {
+  std::vector<std::uint64_t> numbers;
+  for_each_entry(dir_.get(), [&](const char* name) {
+    if (starts_with(name, "q.")) numbers.push_back(std::strtoull(name + 2, nullptr, 10));
+  });
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+bool PrefixDir::is_idle() const {
+  bool idle = true;
+  for_each_entry(dir_.get(), [&](const char* name) {
+    if (!idle || std::string_view(name) == "meta") return;
+    UniqueFd fd(openat(dir_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd && is_locked_elsewhere(fd.get())) idle = false;
+  });
+  return idle;
+}
+
+bool PrefixDir::remove_if_idle() {
+  if (!is_idle()) return false;
+  for_each_entry(dir_.get(), [&](const char* name) {
+    if (starts_with(name, "q.") || starts_with(name, "slot.")) unlinkat(dir_.get(), name, 0);
+  });
+  unlinkat(dir_.get(), "meta", 0);
+  // Fails harmlessly when a newcomer has just created a fresh meta file in it.
+  unlinkat(state_fd_, name_.c_str(), AT_REMOVEDIR);
+  return true;
+}
+
+}  // namespace lk

@@ -1,0 +1,57 @@
+#pragma once
+// The files of one prefix, in one directory of the state directory:
+//   meta        locked briefly to change the queue; holds the limit, the fencing counter and the
+//               next ticket number
+//   q.<n>       a ticket: one per waiter, locked by it while it waits, numbered in arrival order
+//   slot.<i>    one per slot of the limit, locked by its holder (and inherited by its child tree),
+//               holding a JSON record of who holds it
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+struct Meta {
+  int limit = 0;            // 0 until the first contender sets it
+  std::uint64_t fence = 0;  // the last fencing token handed out
+  std::uint64_t next_ticket = 1;
+};
+
+class PrefixDir {
+ public:
+  // Opens the prefix's directory and takes its meta lock, creating both as needed.
+  static PrefixDir enter(int state_fd, const std::string& state_path, const std::string& name,
+                         Deadline deadline, const Interrupt& interrupt);
+
+  int fd() const { return dir_.get(); }
+  std::string path(const std::string& file) const;
+
+  void lock_meta();
+  void unlock_meta();
+  Meta read_meta() const;
+  void write_meta(const Meta& meta) const;
+
+  std::vector<std::uint64_t> tickets() const;  // ascending
+  static std::string ticket_file(std::uint64_t number);
+  static std::string slot_file(int slot);
+
+  // With the meta lock held: when no ticket and no slot is locked, removes the prefix's files and
+  // directory. A newcomer that opened them before the removal finds its meta file unlinked once it
+  // gets the lock, and starts over; one that comes after creates them afresh.
+  bool remove_if_idle();
+
+ private:
+  PrefixDir(int state_fd, std::string path, std::string name)
+      : state_fd_(state_fd), path_(std::move(path)), name_(std::move(name)) {}
+  bool is_idle() const;
+
+  int state_fd_;
+  std::string path_;  // of the prefix's directory
+  std::string name_;
+  UniqueFd dir_, meta_;
+};
+
+}  // namespace lk

@@ -1,0 +1,76 @@
+#include "backend/local/state_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "util/error.hpp"
+
+namespace lk {
+
+std::string default_state_dir() {
+  if (geteuid() == 0) return "/run/lock/lock";
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg == '/')
+    return std::string(xdg) + "/lock";
+  return "/tmp/lock-" + std::to_string(geteuid());
+}
+
+namespace {
+
+void make_dirs(const std::string& path) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    std::string parent = path.substr(0, slash);
+    if (mkdir(parent.c_str(), 0755) < 0 && errno != EEXIST)
+      throw sys_error("cannot create state directory " + parent);
+  }
+  if (mkdir(path.c_str(), 0700) < 0 && errno != EEXIST)
+    throw sys_error("cannot create state directory " + path);
+}
+
+}  // namespace
+
+UniqueFd open_state_dir(const std::string& path, bool must_be_private) {
+  if (path.empty()) throw UsageError("the state directory must not be empty");
+  make_dirs(path);
+  // A path the user named may be a symlink; the default one, in a shared place, may not.
+  int nofollow = must_be_private ? O_NOFOLLOW : 0;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow));
+  if (!fd) throw sys_error("cannot open state directory " + path);
+  if (must_be_private) {
+    struct stat st;
+    if (fstat(fd.get(), &st) < 0) throw sys_error("cannot inspect state directory " + path);
+    if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      throw Error("state directory " + path + " is not private (owner uid " +
+                  std::to_string(st.st_uid) + ", mode " + mode +
+                  "); remove it or choose another with -state-dir");
+    }
+  }
+  return fd;
+}
+
+std::string encode_prefix(std::string_view prefix) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string name;
+  for (unsigned char c : prefix) {
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_' || c == '.';
+    if (plain) {
+      name += static_cast<char>(c);
+    } else {
+      name += '%';
+      name += hex[c >> 4];
+      name += hex[c & 15];
+    }
+  }
+  if (name.size() > 255)
+    throw UsageError("prefix '" + std::string(prefix) + "' is too long for the local backend");
+  return name;
+}
+
+}  // namespace lk

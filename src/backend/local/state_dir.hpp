@@ -1,0 +1,21 @@
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+// /run/lock/lock for root, $XDG_RUNTIME_DIR/lock for others, else /tmp/lock-<uid>.
+std::string default_state_dir();
+
+// Opens the state directory, creating it (and missing parents) private to the user. A shared
+// location such as /tmp could hold a directory planted by someone else, so the default one must
+// also be ours and closed to others.
+UniqueFd open_state_dir(const std::string& path, bool must_be_private);
+
+// The directory name a prefix maps to inside the state directory: one flat name, so no prefix
+// can reach outside it, readable for the common characters and percent-encoded otherwise.
+std::string encode_prefix(std::string_view prefix);
+
+}  // namespace lk

@@ -1,0 +1,46 @@
+#pragma once
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace lk {
+
+// Consul's HTTP API options. They are parsed and checked here; the Consul backend uses them.
+struct ApiOptions {
+  std::string http_addr, token, token_file, ca_file, ca_path, client_cert, client_key,
+      tls_server_name, datacenter;
+  bool stale = false;
+  bool ssl = false, ssl_verify = true;  // CONSUL_HTTP_SSL, CONSUL_HTTP_SSL_VERIFY
+};
+
+struct Options {
+  int limit = 1;
+  std::string name;  // session name; generated from the child when empty
+  int monitor_retry = 3;
+  std::chrono::nanoseconds timeout{0};  // 0 waits forever
+  bool shell = true;
+  bool pass_stdin = false;
+  bool child_exit_code = false;
+  bool preserve_status = false;
+  bool verbose = false;
+  std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
+  std::string backend;  // local, consul, etcd, zookeeper
+  std::string state_dir;
+  bool state_dir_is_default = true;
+  ApiOptions api;
+  std::vector<std::string> api_flags_given;  // e.g. "-http-addr", for error messages
+
+  std::string prefix;
+  std::vector<std::string> child;
+
+  bool help = false;
+  bool version = false;
+};
+
+// Parses the arguments after argv[0] as `consul lock` does (Go flag syntax), fills defaults from
+// the environment and checks every value. Throws UsageError naming what is wrong.
+Options parse_options(const std::vector<std::string>& args);
+
+std::string usage_text();
+
+}  // namespace lk

@@ -1,0 +1,33 @@
+// argv → options → run. Every error ends here, as one line on stderr and exit status 1.
+#include <cstdio>
+#include <exception>
+
+#include "cli/options.hpp"
+#include "runner/runner.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+#ifndef LOCK_VERSION
+#define LOCK_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  try {
+    lk::Options options = lk::parse_options({argv + 1, argv + argc});
+    if (options.help) {
+      std::fputs(lk::usage_text().c_str(), stdout);
+      return 0;
+    }
+    if (options.version) {
+      std::puts("lock " LOCK_VERSION);
+      return 0;
+    }
+    lk::set_verbose(options.verbose);
+    return lk::run(options);
+  } catch (const lk::UsageError& e) {
+    std::fprintf(stderr, "lock: %s (see lock -help)\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lock: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,33 @@
+#pragma once
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace lk {
+
+struct ChildSpec {
+  std::vector<std::string> argv;  // run through $PATH
+  EnvVars env;                    // added to (or replacing) our environment
+  bool pass_stdin = false;        // else /dev/null
+  bool take_terminal = false;     // make its group the terminal's foreground group
+  std::vector<int> inherit_fds;   // descriptors to keep open across exec
+};
+
+// The argv `consul lock` would run: $SHELL -c "<words joined by spaces>" (/bin/sh when SHELL is
+// unset or empty), or the words themselves with -shell=false.
+std::vector<std::string> child_argv(const std::vector<std::string>& words, bool shell);
+
+struct Spawned {
+  pid_t pid = -1;     // also the id of its process group
+  int exec_error = 0; // errno of a failed exec; the child has then already exited with 126 or 127
+};
+
+// Starts the child in a process group of its own, killed by the kernel if we die before our
+// watchdog knows about it.
+Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask_for_child);
+
+}  // namespace lk

@@ -1,0 +1,33 @@
+#pragma once
+#include <optional>
+#include <string>
+
+#include "cli/options.hpp"
+
+namespace lk {
+
+// How the child ended.
+struct ChildEnd {
+  bool signaled = false;
+  int code = 0;  // exit status, or the signal number when signaled
+  bool failed() const { return signaled || code != 0; }
+};
+
+struct RunResult {
+  ChildEnd child;
+  int exec_error = 0;               // errno when the child could not be started
+  std::optional<std::string> lost;  // why the hold was lost, if it was
+  int stop_signal = 0;              // the signal that told us to stop, if any
+};
+
+// Exit status of lock once the child ran and the lock was released:
+//   1 if the hold was lost;
+//   with -preserve-status, the child's own status (128+N for signal N; 127 or 126, as a shell
+//   would say, when it could not be started);
+//   1 if the child could not be started (2 with -child-exit-code);
+//   with -child-exit-code, 2 when the child failed;
+//   otherwise 0, whatever the child's status, as `consul lock` does.
+// Every other error is an exception that main() turns into 1.
+int exit_code(const RunResult& result, const Options& options);
+
+}  // namespace lk

@@ -1,0 +1,63 @@
+#include "runner/runner.hpp"
+
+#include <cstring>
+
+#include "backend/make_backend.hpp"
+#include "cli/duration.hpp"
+#include "runner/supervisor.hpp"
+#include "runner/terminal.hpp"
+#include "util/log.hpp"
+
+namespace lk {
+namespace {
+
+std::string signal_name(int sig) { return std::string("SIG") + sigabbrev_np(sig); }
+
+}  // namespace
+
+int run(const Options& o) {
+  Signals signals;  // first, so that no signal is missed while we wait
+  auto backend = make_backend(o);
+  LockSpec spec{o.prefix, o.limit, o.name};
+  verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
+          o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
+          o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
+
+  int stop_signal = 0;
+  Interrupt interrupt{signals.fd(), [&] { return (stop_signal = signals.take_stop_signal()) != 0; }};
+  Deadline deadline = o.timeout.count() ? Deadline::after(o.timeout) : Deadline::never();
+  std::unique_ptr<Hold> hold;
+  try {
+    hold = backend->acquire(spec, deadline, interrupt);
+  } catch (const Interrupted&) {
+    throw Interrupted("interrupted by " + signal_name(stop_signal) + " while waiting for the lock");
+  }
+  if ((stop_signal = signals.take_stop_signal())) {
+    hold->release();
+    throw Interrupted("interrupted by " + signal_name(stop_signal) +
+                      " as the lock was acquired; released it");
+  }
+  auto env = hold->child_env();
+  verbose("acquired the lock; {}", [&] {
+    std::string vars;
+    for (const auto& [k, v] : env) vars += (vars.empty() ? "" : " ") + k + "=" + v;
+    return vars;
+  }());
+  env.emplace_back("CONSUL_LOCK_HELD", "true");
+
+  ChildSpec child{child_argv(o.child, o.shell), env, o.pass_stdin,
+                  o.pass_stdin && Foreground::available(), hold->child_fds()};
+  Watchdog watchdog({hold->loss_fd()});
+  RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
+  hold->release();
+  hold.reset();  // while the watchdog still shares its descriptors (see watchdog.hpp)
+  verbose("released the lock");
+
+  if (result.lost) fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);
+  if (result.exec_error)
+    fmt::print(stderr, "lock: cannot run {}: {}\n", child.argv.front(),
+               std::strerror(result.exec_error));
+  return exit_code(result, o);
+}
+
+}  // namespace lk

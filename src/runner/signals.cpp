@@ -1,0 +1,52 @@
+#include "runner/signals.hpp"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "util/error.hpp"
+
+namespace lk {
+namespace {
+
+// Stop signals, the ones forwarded to the child, SIGCHLD for reaping, job control (^Z and fg),
+// and SIGTTOU so that giving the terminal back from the background does not stop us.
+constexpr int kHandled[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+                            SIGWINCH, SIGALRM, SIGCHLD, SIGTSTP, SIGCONT, SIGTTOU};
+
+}  // namespace
+
+Signals::Signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kHandled) sigaddset(&set, sig);
+  if (sigprocmask(SIG_BLOCK, &set, &original_) < 0) throw sys_error("sigprocmask");
+  fd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!fd_) throw sys_error("signalfd");
+  // A vanished reader of our stderr must not kill us while a child still holds the lock.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Signals::~Signals() { sigprocmask(SIG_SETMASK, &original_, nullptr); }
+
+std::vector<int> Signals::take() {
+  std::vector<int> out;
+  signalfd_siginfo info;
+  while (read(fd_.get(), &info, sizeof info) == sizeof info)
+    out.push_back(static_cast<int>(info.ssi_signo));
+  return out;
+}
+
+int Signals::take_stop_signal() {
+  int stop = 0;
+  for (int sig : take()) {
+    if (is_stop(sig) && !stop) stop = sig;
+    if (sig == SIGTSTP) raise(SIGSTOP);  // ^Z while waiting suspends us, as it would any job
+  }
+  return stop;
+}
+
+bool Signals::is_stop(int sig) {
+  return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT || sig == SIGTERM;
+}
+
+}  // namespace lk

@@ -1,0 +1,33 @@
+#pragma once
+// All signals lock reacts to are blocked and read from a signalfd in the main loop, never
+// handled asynchronously.
+#include <signal.h>
+
+#include <vector>
+
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+class Signals {
+ public:
+  Signals();   // blocks the signals and opens the signalfd
+  ~Signals();  // restores the mask we started with
+
+  int fd() const { return fd_.get(); }
+  const sigset_t& original_mask() const { return original_; }
+
+  // The signals that arrived since the last call, oldest first; never blocks.
+  std::vector<int> take();
+  // Drains pending signals and says whether one of them asks us to stop (and which); for use
+  // before the child runs.
+  int take_stop_signal();
+
+  static bool is_stop(int sig);  // SIGHUP, SIGINT, SIGQUIT, SIGTERM
+
+ private:
+  sigset_t original_;
+  UniqueFd fd_;
+};
+
+}  // namespace lk

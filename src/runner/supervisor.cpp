@@ -1,0 +1,147 @@
+#include "runner/supervisor.hpp"
+
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "cli/duration.hpp"
+#include "runner/terminal.hpp"
+#include "util/log.hpp"
+
+namespace lk {
+namespace {
+
+ChildEnd child_end(const siginfo_t& info) {
+  bool signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+  return {signaled, info.si_status};
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace
+
+Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
+                       std::chrono::nanoseconds kill_after)
+    : signals_(signals), hold_(hold), watchdog_(watchdog), kill_after_(kill_after) {}
+
+RunResult Supervisor::run(const ChildSpec& spec) {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
+  Foreground foreground(spec.take_terminal);
+  foreground_ = spec.take_terminal;
+  Spawned spawned = spawn_child(spec, signals_.original_mask());
+  child_ = spawned.pid;
+  child_running_ = true;
+  watchdog_.guard(child_);
+  verbose("started the child, pid {}: {}", child_, fmt::join(spec.argv, " "));
+  if (spawned.exec_error) result_.exec_error = spawned.exec_error;
+
+  bool watching_loss = hold_.loss_fd() >= 0;
+  while (!tree_gone_) {
+    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {hold_.loss_fd(), POLLIN, 0}};
+    timespec ts;
+    int n = ppoll(fds, watching_loss ? 2 : 1, kill_at_.remaining(ts), nullptr);
+    if (n < 0 && errno != EINTR) throw sys_error("poll");
+    if (n > 0 && (fds[0].revents & POLLIN))
+      for (int sig : signals_.take()) on_signal(sig);
+    if (n > 0 && watching_loss && fds[1].revents) {
+      on_loss();
+      watching_loss = !result_.lost;
+    }
+    if (stopping_ && !killing_ && kill_at_.passed()) {
+      verbose("the child tree outlived the grace period of {}; sending SIGKILL",
+              format_go_duration(kill_after_));
+      killing_ = true;
+      kill_at_ = Deadline::never();
+      signal_tree(SIGKILL);
+    }
+  }
+  watchdog_.disarm();
+  verbose("the child tree is gone");
+  return result_;
+}
+
+void Supervisor::on_signal(int sig) {
+  if (sig == SIGCHLD) return reap();
+  if (sig == SIGTTOU) return;
+  if (Signals::is_stop(sig) && !stopping_) {
+    result_.stop_signal = sig;
+    return stop(sig, "received " + signal_name(sig));
+  }
+  if (killing_) return;
+  if (sig == SIGTSTP) tstp_forwarded_ = true;
+  verbose("forwarding {} to the child's process group", signal_name(sig));
+  kill(-child_, sig);
+}
+
+void Supervisor::on_loss() {
+  if (auto why = hold_.check_loss()) {
+    result_.lost = *why;
+    stop(SIGTERM, "lock lost: " + *why);
+  }
+}
+
+// Collects every exited child (the direct one, or an orphan of the tree adopted by us).
+void Supervisor::reap() {
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WNOHANG) < 0) {
+      if (errno == EINTR) continue;
+      tree_gone_ = true;  // ECHILD: nothing of the tree is left
+      return;
+    }
+    if (info.si_pid == 0) break;  // some remain, none has exited
+    if (info.si_code == CLD_STOPPED) {
+      bool job_control = info.si_status == SIGTSTP || info.si_status == SIGTTIN ||
+                         info.si_status == SIGTTOU;
+      if (info.si_pid == child_ && job_control && (foreground_ || tstp_forwarded_)) suspend();
+      continue;
+    }
+    if (info.si_pid == child_) {
+      child_running_ = false;
+      result_.child = child_end(info);
+      verbose("the child exited ({} {})", result_.child.signaled ? "signal" : "status",
+              result_.child.code);
+    }
+  }
+  if (killing_) {
+    signal_tree(SIGKILL);  // orphans adopted since the last round
+  } else if (!child_running_ && !stopping_) {
+    stop(SIGTERM, "the child exited; stopping the processes it left behind");
+  }
+}
+
+// The child stopped for job control: stop too, as the job the user's shell knows is us, so that
+// the shell gets the terminal back. When the shell continues us (fg or bg), continue the child.
+void Supervisor::suspend() {
+  tstp_forwarded_ = false;
+  verbose("the child was suspended; suspending too");
+  if (foreground_) tcsetpgrp(STDIN_FILENO, getpgrp());
+  raise(SIGSTOP);
+  if (foreground_ && tcgetpgrp(STDIN_FILENO) == getpgrp()) tcsetpgrp(STDIN_FILENO, child_);
+  verbose("continued; continuing the child");
+  kill(-child_, SIGCONT);
+}
+
+void Supervisor::stop(int sig, const std::string& why) {
+  verbose("{}; sending {} to the child tree", why, signal_name(sig));
+  stopping_ = true;
+  kill_at_ = Deadline::after(kill_after_);
+  signal_tree(sig);
+}
+
+// The child's process group, and any of our children that left it (they are orphans of the tree
+// we adopted): their pids cannot be reused before we reap them, so signalling them is safe.
+void Supervisor::signal_tree(int sig) {
+  kill(-child_, sig);
+  std::ifstream children("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  for (pid_t pid; children >> pid;)
+    if (getpgid(pid) != child_) kill(pid, sig);
+}
+
+}  // namespace lk

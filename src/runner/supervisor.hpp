@@ -1,0 +1,49 @@
+#pragma once
+#include <chrono>
+
+#include "backend/backend.hpp"
+#include "runner/child.hpp"
+#include "runner/exit_status.hpp"
+#include "runner/signals.hpp"
+#include "runner/watchdog.hpp"
+
+namespace lk {
+
+// Runs the child while the hold lasts: one loop over one poll set (the signalfd and the
+// backend's loss descriptor, with the kill deadline as timeout). Each wake-up is one event:
+//   a signal        stop signals are forwarded and start the stop; others are forwarded
+//   SIGCHLD         reap; when the child itself exits, stop what it left behind; when it stops
+//                   for job control (^Z), stop with it
+//   hold lost       stop the child
+//   kill deadline   SIGKILL to whatever of the tree is left
+// and it returns only once the whole child tree is gone: we are its subreaper, so every process
+// it started, even one that left its process group, becomes our child when orphaned.
+class Supervisor {
+ public:
+  Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, std::chrono::nanoseconds kill_after);
+  RunResult run(const ChildSpec& spec);
+
+ private:
+  void on_signal(int sig);
+  void on_loss();
+  void reap();
+  void stop(int sig, const std::string& why);
+  void suspend();
+  void signal_tree(int sig);
+
+  Signals& signals_;
+  Hold& hold_;
+  Watchdog& watchdog_;
+  std::chrono::nanoseconds kill_after_;
+  RunResult result_;
+  pid_t child_ = -1;  // and its process group
+  bool child_running_ = false;
+  bool tree_gone_ = false;
+  bool stopping_ = false;
+  bool killing_ = false;
+  bool foreground_ = false;      // the child's group owns the terminal
+  bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
+  Deadline kill_at_ = Deadline::never();
+};
+
+}  // namespace lk

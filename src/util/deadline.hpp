@@ -1,0 +1,37 @@
+#pragma once
+#include <time.h>
+
+#include <chrono>
+#include <optional>
+
+namespace lk {
+
+using Clock = std::chrono::steady_clock;
+
+// A point on the monotonic clock by which something must happen, or never.
+class Deadline {
+ public:
+  static Deadline never() { return Deadline(); }
+  static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
+  explicit Deadline(Clock::time_point at) : at_(at) {}
+
+  bool is_never() const { return !at_; }
+  bool passed() const { return at_ && Clock::now() >= *at_; }
+  std::optional<Clock::time_point> at() const { return at_; }
+
+  // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.
+  const timespec* remaining(timespec& storage) const {
+    if (!at_) return nullptr;
+    auto left = std::max(*at_ - Clock::now(), Clock::duration::zero());
+    auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
+    storage.tv_sec = secs.count();
+    storage.tv_nsec = std::chrono::duration_cast<std::chrono::nanoseconds>(left - secs).count();
+    return &storage;
+  }
+
+ private:
+  Deadline() = default;
+  std::optional<Clock::time_point> at_;
+};
+
+}  // namespace lk

@@ -1,0 +1,144 @@
+"""Shared pieces of the end-to-end tests: run the built `lock` binary as a user would, in a private
+state directory, and wait on conditions with deadlines instead of sleeping."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+LOCK = os.environ.get("LOCK_BIN") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "lock")
+
+# Under the sanitizers every start is slower; bounds on behaviour scale with it.
+SLOW = 3.0 if "asan" in os.path.basename(LOCK) else 1.0
+
+
+def wait_for(condition, timeout=10.0, what="condition"):
+    """Polls `condition` until it returns something truthy; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout * SLOW
+    delay = 0.001
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout * SLOW:.1f}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def pid_alive(pid):
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+class LockTestCase(unittest.TestCase):
+    """Each test gets its own state directory and scratch directory, and every process it started
+    is gone when it ends."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lock-e2e-")
+        self.state = os.path.join(self.tmp, "state")
+        self.env = dict(os.environ)
+        self.env.update(LOCK_STATE_DIR=self.state, SHELL="/bin/sh")
+        for var in ("LOCK_BACKEND", "CONSUL_HTTP_ADDR"):
+            self.env.pop(var, None)
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def run_lock(self, *args, timeout=30, env=None, stdin=subprocess.DEVNULL):
+        """Runs lock to completion; returns the CompletedProcess (text output)."""
+        return subprocess.run([LOCK, *args], env=env or self.env, stdin=stdin, timeout=timeout * SLOW,
+                              capture_output=True, text=True)
+
+    def start_lock(self, *args, env=None, **kwargs):
+        """Starts lock in the background; the test's tearDown kills it if it is still running."""
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        p = subprocess.Popen([LOCK, *args], env=env or self.env, text=True, **kwargs)
+        self.procs.append(p)
+        return p
+
+    def wait_file(self, name, text=None, timeout=10.0):
+        """Waits until the scratch file exists (and contains `text`); returns its content."""
+        path = self.path(name)
+        return wait_for(lambda: (lambda c: c if (os.path.exists(path) and (text is None or text in c))
+                                 else None)(read_file(path)),
+                        timeout, f"{name} to contain {text!r}")
+
+    def finish(self, proc, timeout=20.0):
+        """Waits for a background lock; returns (returncode, stdout, stderr)."""
+        out, err = proc.communicate(timeout=timeout * SLOW)
+        return proc.returncode, out, err
+
+    def prefix_files(self, prefix):
+        d = os.path.join(self.state, prefix.replace("/", "%2F"))
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def send(proc, sig):
+    os.kill(proc.pid, sig)
+
+
+__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "pid_alive", "read_file", "send", "signal"]
+
+
+def proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command name ([0] state, [1] ppid, [2] process
+    group, [3] session), or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def group_members(pgid):
+    """Pids of the live (not zombie) processes in process group `pgid`."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = proc_stat(entry)
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
+    return sorted(members)
+
+
+def children_of(pid):
+    """Pids of the direct children of a process (empty once it is gone)."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return sorted(out)
+
+
+__all__ += ["proc_stat", "group_members", "children_of"]

@@ -1,0 +1,170 @@
+// HolderRecord is what a slot file says about its holder: one JSON line that other lock
+// processes read back to tell a waiting user who holds the prefix.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "backend/holder_record.hpp"
+#include "util/error.hpp"
+
+using lk::HolderRecord;
+
+namespace {
+
+HolderRecord sample() {
+  HolderRecord r;
+  r.prefix = "service/web";
+  r.name = "lock for 'echo hi' at 'service/web'";
+  r.host = "web1";
+  r.pid = 4242;
+  r.since = "2024-05-06T07:08:09Z";
+  r.token = 17;
+  return r;
+}
+
+void check_same(const HolderRecord& a, const HolderRecord& b) {
+  CHECK(a.prefix == b.prefix);
+  CHECK(a.name == b.name);
+  CHECK(a.host == b.host);
+  CHECK(a.pid == b.pid);
+  CHECK(a.since == b.since);
+  CHECK(a.token == b.token);
+}
+
+// The Error message from_json throws for `text`, or "" when it parses.
+std::string parse_error(const std::string& text) {
+  try {
+    HolderRecord::from_json(text);
+  } catch (const lk::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("to_json writes one JSON line with every field") {
+  std::string json = sample().to_json();
+  CHECK(json ==
+        R"({"host":"web1","name":"lock for 'echo hi' at 'service/web'","pid":4242,)"
+        R"("prefix":"service/web","since":"2024-05-06T07:08:09Z","token":17})"
+        "\n");
+  CHECK(json.find('\n') == json.size() - 1);
+}
+
+TEST_CASE("to_json and from_json round-trip") {
+  check_same(HolderRecord::from_json(sample().to_json()), sample());
+}
+
+TEST_CASE("a default record round-trips") {
+  check_same(HolderRecord::from_json(HolderRecord().to_json()), HolderRecord());
+}
+
+TEST_CASE("special characters round-trip and stay on one line") {
+  HolderRecord r = sample();
+  r.name = "quote \" backslash \\ newline \n tab \t nul " + std::string(1, '\0') + " end";
+  r.prefix = "caf\xc3\xa9/\xe2\x98\x83";
+  r.host = "";
+  std::string json = r.to_json();
+  CHECK(json.find('\n') == json.size() - 1);
+  check_same(HolderRecord::from_json(json), r);
+}
+
+TEST_CASE("extreme numbers round-trip") {
+  HolderRecord r = sample();
+  r.token = std::numeric_limits<std::uint64_t>::max();
+  r.pid = std::numeric_limits<pid_t>::max();
+  check_same(HolderRecord::from_json(r.to_json()), r);
+}
+
+TEST_CASE("from_json accepts the fields in any order, with spaces and extra fields") {
+  HolderRecord r = HolderRecord::from_json(
+      "  { \"token\": 3, \"since\": \"s\", \"pid\": 9, \"host\": \"h\", \"name\": \"n\",\n"
+      "    \"prefix\": \"p\", \"future\": [1, 2] }\n");
+  CHECK(r.prefix == "p");
+  CHECK(r.name == "n");
+  CHECK(r.host == "h");
+  CHECK(r.pid == 9);
+  CHECK(r.since == "s");
+  CHECK(r.token == 3);
+}
+
+TEST_CASE("for_this_process describes this process now, with no token yet") {
+  HolderRecord r = HolderRecord::for_this_process("a/b", "job");
+  CHECK(r.prefix == "a/b");
+  CHECK(r.name == "job");
+  CHECK(r.pid == getpid());
+  CHECK_FALSE(r.host.empty());
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  CHECK(r.host == host);
+  CHECK(r.token == 0);
+  // RFC 3339 in UTC, to the second: 2024-05-06T07:08:09Z
+  REQUIRE(r.since.size() == 20);
+  CHECK(r.since[4] == '-');
+  CHECK(r.since[7] == '-');
+  CHECK(r.since[10] == 'T');
+  CHECK(r.since[13] == ':');
+  CHECK(r.since[16] == ':');
+  CHECK(r.since[19] == 'Z');
+  check_same(HolderRecord::from_json(r.to_json()), r);
+}
+
+TEST_CASE("malformed records throw lk::Error with a message") {
+  const std::string cases[] = {
+      "",
+      "\n",
+      "not json",
+      "{",
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":1)",  // cut short
+      "null",
+      "[]",
+      "42",
+      R"("a string")",
+      "{}",
+      R"({"name":"n","host":"h","pid":1,"since":"s","token":1})",    // no prefix
+      R"({"prefix":"p","host":"h","pid":1,"since":"s","token":1})",  // no name
+      R"({"prefix":"p","name":"n","pid":1,"since":"s","token":1})",  // no host
+      R"({"prefix":"p","name":"n","host":"h","since":"s","token":1})",  // no pid
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"token":1})",      // no since
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s"})",    // no token
+      R"({"prefix":1,"name":"n","host":"h","pid":1,"since":"s","token":1})",
+      R"({"prefix":"p","name":null,"host":"h","pid":1,"since":"s","token":1})",
+      R"({"prefix":"p","name":"n","host":"h","pid":"1","since":"s","token":1})",
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":"1"})",
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":2,"token":1})",
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":true})",
+      R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":1} trailing)",
+  };
+  for (const auto& text : cases) {
+    CAPTURE(text);
+    CHECK_THROWS_AS(HolderRecord::from_json(text), lk::Error);
+    const std::string message = parse_error(text);
+    CHECK(message.rfind("malformed holder record: ", 0) == 0);
+    CHECK(message.size() > std::string("malformed holder record: ").size());
+  }
+}
+
+TEST_CASE("a record cut short at any point is refused, never half-read") {
+  // A reader can see a slot file while its holder is still writing it.
+  const std::string json = sample().to_json();
+  const std::size_t body = json.size() - 1;  // without the newline
+  for (std::size_t n = 0; n < body; ++n) {
+    CAPTURE(n);
+    CHECK_THROWS_AS(HolderRecord::from_json(json.substr(0, n)), lk::Error);
+  }
+}
+
+// The name comes from -name or the child's words and the prefix from the command line: any
+// bytes a user can type, not only UTF-8. A record must still be written for them.
+TEST_CASE("to_json accepts names and prefixes that are not UTF-8") {
+  HolderRecord r = sample();
+  r.name = "lock for 'printf \xff' at 'p'";
+  CHECK_NOTHROW(r.to_json());
+  r = sample();
+  r.prefix = "\xff";
+  CHECK_NOTHROW(r.to_json());
+}

@@ -1,0 +1,572 @@
+// parse_options: `consul lock`'s flags and wording, lock's own flags, environment defaults and
+// the choice of backend.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/local/state_dir.hpp"
+#include "cli/options.hpp"
+#include "util/error.hpp"
+
+using lk::Options;
+using lk::parse_options;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Args = std::vector<std::string>;
+
+// Every variable parse_options reads. A Scope clears them all for one test case and puts back
+// what the process had when it ends, so the developer's own environment cannot leak into a test
+// nor one case into the next.
+const char* const kEnvironment[] = {
+    "LOCK_BACKEND",          "LOCK_STATE_DIR",         "XDG_RUNTIME_DIR",
+    "CONSUL_HTTP_ADDR",      "CONSUL_HTTP_TOKEN",      "CONSUL_HTTP_TOKEN_FILE",
+    "CONSUL_CACERT",         "CONSUL_CAPATH",          "CONSUL_CLIENT_CERT",
+    "CONSUL_CLIENT_KEY",     "CONSUL_TLS_SERVER_NAME", "CONSUL_HTTP_SSL",
+    "CONSUL_HTTP_SSL_VERIFY"};
+
+class EnvScope {
+ public:
+  EnvScope() {
+    for (const char* name : kEnvironment) {
+      const char* value = std::getenv(name);
+      saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
+      unsetenv(name);
+    }
+  }
+  ~EnvScope() {
+    for (const auto& [name, value] : saved_) {
+      if (value)
+        setenv(name.c_str(), value->c_str(), 1);
+      else
+        unsetenv(name.c_str());
+    }
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+  void set(const char* name, const char* value) { setenv(name, value, 1); }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// The UsageError message for `args`, or "" when they parse.
+std::string error_of(const Args& args) {
+  try {
+    parse_options(args);
+  } catch (const lk::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Parses `flags` followed by a valid prefix and child.
+Options with(Args flags) {
+  flags.insert(flags.end(), {"p", "cmd"});
+  return parse_options(flags);
+}
+
+}  // namespace
+
+TEST_CASE("defaults") {
+  EnvScope env;
+  Options o = parse_options({"p", "cmd"});
+  CHECK(o.limit == 1);
+  CHECK(o.name == "lock for 'cmd' at 'p'");
+  CHECK(o.monitor_retry == 3);
+  CHECK(o.timeout == 0ns);
+  CHECK(o.shell);
+  CHECK_FALSE(o.pass_stdin);
+  CHECK_FALSE(o.child_exit_code);
+  CHECK_FALSE(o.preserve_status);
+  CHECK_FALSE(o.verbose);
+  CHECK(o.kill_after == 5s);
+  CHECK(o.backend == "local");
+  CHECK(o.state_dir == lk::default_state_dir());
+  CHECK(o.state_dir_is_default);
+  CHECK(o.api.http_addr.empty());
+  CHECK(o.api.token.empty());
+  CHECK(o.api.datacenter.empty());
+  CHECK_FALSE(o.api.stale);
+  CHECK_FALSE(o.api.ssl);
+  CHECK(o.api.ssl_verify);
+  CHECK(o.api_flags_given.empty());
+  CHECK(o.prefix == "p");
+  CHECK(o.child == Args{"cmd"});
+  CHECK_FALSE(o.help);
+  CHECK_FALSE(o.version);
+}
+
+TEST_CASE("-n sets the holder limit") {
+  EnvScope env;
+  CHECK(with({"-n", "3"}).limit == 3);
+  CHECK(with({"-n=1"}).limit == 1);
+  CHECK(with({"--n=42"}).limit == 42);
+}
+
+TEST_CASE("-name sets the session name instead of the generated one") {
+  EnvScope env;
+  CHECK(with({"-name", "my job"}).name == "my job");
+  CHECK(with({"-name=a=b"}).name == "a=b");
+}
+
+TEST_CASE("the generated name joins the child words with spaces and uses the cleaned prefix") {
+  EnvScope env;
+  CHECK(parse_options({"a/b/", "echo", "hi there", "x"}).name ==
+        "lock for 'echo hi there x' at 'a/b'");
+}
+
+TEST_CASE("-monitor-retry") {
+  EnvScope env;
+  CHECK(with({"-monitor-retry", "0"}).monitor_retry == 0);
+  CHECK(with({"-monitor-retry=7"}).monitor_retry == 7);
+}
+
+TEST_CASE("-timeout takes a Go duration") {
+  EnvScope env;
+  CHECK(with({"-timeout", "1.5s"}).timeout == 1500ms);
+  CHECK(with({"-timeout=2m"}).timeout == 2min);
+  CHECK(with({"-timeout", "0"}).timeout == 0ns);
+  CHECK(with({"-timeout", "1h2m3s4ms5us6ns"}).timeout == 1h + 2min + 3s + 4ms + 5us + 6ns);
+}
+
+TEST_CASE("-try is the same setting as -timeout") {
+  EnvScope env;
+  CHECK(with({"-try", "3s"}).timeout == 3s);
+  CHECK(with({"-try=250ms"}).timeout == 250ms);
+  CHECK(with({"-timeout", "1s", "-try", "2s"}).timeout == 2s);
+  CHECK(with({"-try", "2s", "-timeout", "1s"}).timeout == 1s);
+  CHECK(error_of({"-try", "-1s", "p", "cmd"}) == "Timeout must be positive");
+  CHECK(error_of({"-try"}) == "flag needs an argument: -try");
+}
+
+TEST_CASE("boolean flags") {
+  EnvScope env;
+  CHECK_FALSE(with({"-shell=false"}).shell);
+  CHECK_FALSE(with({"-shell=0"}).shell);
+  CHECK(with({"-shell"}).shell);
+  CHECK(with({"-shell=T"}).shell);
+  CHECK(with({"-pass-stdin"}).pass_stdin);
+  CHECK_FALSE(with({"-pass-stdin=false"}).pass_stdin);
+  CHECK(with({"-child-exit-code"}).child_exit_code);
+  CHECK(with({"--child-exit-code=true"}).child_exit_code);
+  CHECK(with({"-preserve-status"}).preserve_status);
+  CHECK(with({"-verbose"}).verbose);
+  CHECK(with({"-verbose=1"}).verbose);
+  CHECK_FALSE(with({"-verbose=F"}).verbose);
+}
+
+TEST_CASE("-shell false: the word after a boolean is the prefix") {
+  EnvScope env;
+  Options o = parse_options({"-shell", "false", "cmd"});
+  CHECK(o.shell);
+  CHECK(o.prefix == "false");
+  CHECK(o.child == Args{"cmd"});
+}
+
+TEST_CASE("-kill-after takes a Go duration") {
+  EnvScope env;
+  CHECK(with({"-kill-after", "100ms"}).kill_after == 100ms);
+  CHECK(with({"-kill-after=0"}).kill_after == 0ns);
+  CHECK(with({"-kill-after=1m30s"}).kill_after == 90s);
+}
+
+TEST_CASE("-backend and -state-dir") {
+  EnvScope env;
+  CHECK(with({"-backend", "local"}).backend == "local");
+  CHECK(with({"-backend=consul"}).backend == "consul");
+  CHECK(with({"-backend=etcd"}).backend == "etcd");
+  CHECK(with({"-backend=zookeeper"}).backend == "zookeeper");
+
+  Options o = with({"-state-dir", "/some/dir"});
+  CHECK(o.state_dir == "/some/dir");
+  CHECK_FALSE(o.state_dir_is_default);
+  CHECK(o.backend == "local");
+}
+
+TEST_CASE("each API flag sets its option, selects consul and is remembered") {
+  EnvScope env;
+  struct Case {
+    const char* flag;
+    std::string lk::ApiOptions::*field;
+  };
+  const Case cases[] = {
+      {"http-addr", &lk::ApiOptions::http_addr},
+      {"token", &lk::ApiOptions::token},
+      {"token-file", &lk::ApiOptions::token_file},
+      {"ca-file", &lk::ApiOptions::ca_file},
+      {"ca-path", &lk::ApiOptions::ca_path},
+      {"client-cert", &lk::ApiOptions::client_cert},
+      {"client-key", &lk::ApiOptions::client_key},
+      {"tls-server-name", &lk::ApiOptions::tls_server_name},
+      {"datacenter", &lk::ApiOptions::datacenter},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.flag);
+    Options o = with({std::string("-") + c.flag, "value"});
+    CHECK(o.api.*c.field == "value");
+    CHECK(o.backend == "consul");
+    CHECK(o.api_flags_given == Args{std::string("-") + c.flag});
+  }
+  Options stale = with({"-stale"});
+  CHECK(stale.api.stale);
+  CHECK(stale.backend == "consul");
+  CHECK(stale.api_flags_given == Args{"-stale"});
+}
+
+TEST_CASE("-version needs no prefix and skips the other checks") {
+  EnvScope env;
+  CHECK(parse_options({"-version"}).version);
+  CHECK(parse_options({"--version"}).version);
+  CHECK(parse_options({"-version", "-n", "0"}).version);
+  CHECK_FALSE(parse_options({"-version=false", "p", "cmd"}).version);
+}
+
+TEST_CASE("-h and -help ask for the usage, whatever comes after them") {
+  EnvScope env;
+  for (const char* h : {"-h", "-help", "--h", "--help"}) {
+    CAPTURE(h);
+    CHECK(parse_options({h}).help);
+  }
+  CHECK(parse_options({"-n", "0", "-h"}).help);
+  CHECK(parse_options({"-h", "-n", "abc"}).help);
+  // Flags are read in order, as Go reads them: a bad value before -help is reported.
+  CHECK_THROWS_AS(parse_options({"-timeout", "1", "-help", "p"}), lk::UsageError);
+  CHECK(parse_options({"-version", "-help"}).help);
+  // Go's flag package answers -help with the usage even as -help=false.
+  CHECK(parse_options({"-help=false"}).help);
+}
+
+TEST_CASE("usage_text lists the flags Go-style") {
+  EnvScope env;
+  std::string usage = lk::usage_text();
+  CHECK(usage.find("Usage: lock [options] prefix child...") != std::string::npos);
+  for (const char* flag : {"-n", "-name", "-monitor-retry", "-timeout", "-shell", "-pass-stdin",
+                           "-child-exit-code", "-preserve-status", "-kill-after", "-verbose",
+                           "-backend", "-state-dir", "-version", "-http-addr", "-token",
+                           "-datacenter", "-stale"}) {
+    CAPTURE(flag);
+    CHECK(usage.find(std::string(" ") + flag) != std::string::npos);
+  }
+  CHECK(usage.find("--") == std::string::npos);
+  CHECK(usage.find("consul-http-ssl") == std::string::npos);
+}
+
+TEST_CASE("a repeated flag: the last one wins") {
+  EnvScope env;
+  CHECK(with({"-n", "2", "-n", "3"}).limit == 3);
+  CHECK(with({"-n", "3", "-n=2"}).limit == 2);
+  CHECK(with({"-name", "a", "-name", "b"}).name == "b");
+  CHECK(with({"-shell=false", "-shell"}).shell);
+  CHECK_FALSE(with({"-shell", "-shell=false"}).shell);
+  CHECK(with({"-timeout", "1s", "-timeout", "2s"}).timeout == 2s);
+  CHECK(with({"-kill-after", "1s", "-kill-after", "2s"}).kill_after == 2s);
+  CHECK(with({"-monitor-retry", "5", "-monitor-retry", "1"}).monitor_retry == 1);
+  CHECK(with({"-backend", "consul", "-backend", "local"}).backend == "local");
+  CHECK(with({"-state-dir", "/a", "-state-dir", "/b"}).state_dir == "/b");
+  CHECK(with({"-http-addr", "a", "-http-addr", "b"}).api.http_addr == "b");
+}
+
+TEST_CASE("the child's words are passed on untouched") {
+  EnvScope env;
+  Options o = parse_options(
+      {"-verbose", "p", "-n", "5", "--", "-bogus", "a  b", "", "-", "---x", "-timeout"});
+  CHECK(o.prefix == "p");
+  CHECK(o.child == Args{"-n", "5", "--", "-bogus", "a  b", "", "-", "---x", "-timeout"});
+  CHECK(o.limit == 1);
+  CHECK(o.verbose);
+}
+
+TEST_CASE("'--' ends the options, so the prefix may start with '-'") {
+  EnvScope env;
+  Options o = parse_options({"-n", "2", "--", "-p", "cmd"});
+  CHECK(o.limit == 2);
+  CHECK(o.prefix == "-p");
+  CHECK(o.child == Args{"cmd"});
+}
+
+TEST_CASE("the prefix is validated and cleaned") {
+  EnvScope env;
+  CHECK(parse_options({"a/b/", "cmd"}).prefix == "a/b");
+  CHECK(error_of({"/a", "cmd"}) == "prefix '/a' must be relative (no leading '/')");
+  CHECK(error_of({"a/../b", "cmd"}) == "prefix 'a/../b' must not contain '.' or '..' components");
+  CHECK(error_of({"a//b", "cmd"}) == "prefix 'a//b' must not contain empty components");
+  CHECK(error_of({"", "cmd"}) == "the prefix must not be empty");
+  CHECK(error_of({"a\tb", "cmd"}) == "prefix 'a\tb' contains a control character");
+}
+
+TEST_CASE("LOCK_BACKEND gives the default backend; -backend overrides it") {
+  EnvScope env;
+  env.set("LOCK_BACKEND", "consul");
+  CHECK(with({}).backend == "consul");
+  CHECK(with({"-backend", "local"}).backend == "local");
+  env.set("LOCK_BACKEND", "nonsense");
+  CHECK(error_of({"p", "cmd"}) == "unknown backend 'nonsense' (choose local, consul, etcd or zookeeper)");
+}
+
+TEST_CASE("an empty LOCK_BACKEND counts as unset") {
+  EnvScope env;
+  env.set("LOCK_BACKEND", "");
+  CHECK(with({}).backend == "local");
+}
+
+TEST_CASE("LOCK_STATE_DIR gives the state directory; -state-dir overrides it") {
+  EnvScope env;
+  env.set("LOCK_STATE_DIR", "/from/env");
+  Options o = with({});
+  CHECK(o.state_dir == "/from/env");
+  CHECK_FALSE(o.state_dir_is_default);
+  CHECK(with({"-state-dir", "/from/flag"}).state_dir == "/from/flag");
+}
+
+TEST_CASE("an empty LOCK_STATE_DIR counts as unset") {
+  EnvScope env;
+  env.set("LOCK_STATE_DIR", "");
+  Options o = with({});
+  CHECK(o.state_dir == lk::default_state_dir());
+  CHECK(o.state_dir_is_default);
+}
+
+TEST_CASE("CONSUL_HTTP_ADDR selects consul only when no backend is named") {
+  EnvScope env;
+  env.set("CONSUL_HTTP_ADDR", "127.0.0.1:8500");
+  Options o = with({});
+  CHECK(o.backend == "consul");
+  CHECK(o.api.http_addr == "127.0.0.1:8500");
+  CHECK(o.api_flags_given.empty());
+
+  Options local = with({"-backend", "local"});
+  CHECK(local.backend == "local");
+
+  env.set("LOCK_BACKEND", "local");
+  CHECK(with({}).backend == "local");
+}
+
+TEST_CASE("-http-addr overrides CONSUL_HTTP_ADDR") {
+  EnvScope env;
+  env.set("CONSUL_HTTP_ADDR", "env:1");
+  CHECK(with({"-http-addr", "flag:2"}).api.http_addr == "flag:2");
+}
+
+TEST_CASE("the other CONSUL_ variables fill the API options without choosing consul") {
+  EnvScope env;
+  env.set("CONSUL_HTTP_TOKEN", "tok");
+  env.set("CONSUL_HTTP_TOKEN_FILE", "/tok");
+  env.set("CONSUL_CACERT", "/ca");
+  env.set("CONSUL_CAPATH", "/cas");
+  env.set("CONSUL_CLIENT_CERT", "/cert");
+  env.set("CONSUL_CLIENT_KEY", "/key");
+  env.set("CONSUL_TLS_SERVER_NAME", "srv");
+  Options o = with({});
+  CHECK(o.backend == "local");
+  CHECK(o.api.token == "tok");
+  CHECK(o.api.token_file == "/tok");
+  CHECK(o.api.ca_file == "/ca");
+  CHECK(o.api.ca_path == "/cas");
+  CHECK(o.api.client_cert == "/cert");
+  CHECK(o.api.client_key == "/key");
+  CHECK(o.api.tls_server_name == "srv");
+  CHECK(o.api_flags_given.empty());
+}
+
+TEST_CASE("CONSUL_HTTP_SSL and CONSUL_HTTP_SSL_VERIFY are Go booleans") {
+  EnvScope env;
+  env.set("CONSUL_HTTP_SSL", "true");
+  CHECK(with({}).api.ssl);
+  env.set("CONSUL_HTTP_SSL", "0");
+  CHECK_FALSE(with({}).api.ssl);
+  env.set("CONSUL_HTTP_SSL", "");
+  CHECK_FALSE(with({}).api.ssl);
+  env.set("CONSUL_HTTP_SSL", "maybe");
+  CHECK(error_of({"p", "cmd"}) == "invalid value \"maybe\" for CONSUL_HTTP_SSL: parse error");
+
+  env.set("CONSUL_HTTP_SSL", "1");
+  env.set("CONSUL_HTTP_SSL_VERIFY", "false");
+  CHECK_FALSE(with({}).api.ssl_verify);
+  env.set("CONSUL_HTTP_SSL_VERIFY", "T");
+  CHECK(with({}).api.ssl_verify);
+  env.set("CONSUL_HTTP_SSL_VERIFY", "no");
+  CHECK(error_of({"p", "cmd"}) == "invalid value \"no\" for CONSUL_HTTP_SSL_VERIFY: parse error");
+}
+
+TEST_CASE("the environment variables are not flags") {
+  EnvScope env;
+  CHECK(error_of({"-consul-http-ssl", "p", "cmd"}) ==
+        "flag provided but not defined: -consul-http-ssl");
+  CHECK(error_of({"-consul-http-ssl-verify=false", "p", "cmd"}) ==
+        "flag provided but not defined: -consul-http-ssl-verify");
+}
+
+TEST_CASE("an unknown backend is refused") {
+  EnvScope env;
+  CHECK(error_of({"-backend", "x", "p", "cmd"}) ==
+        "unknown backend 'x' (choose local, consul, etcd or zookeeper)");
+  CHECK(error_of({"-backend", "Local", "p", "cmd"}) ==
+        "unknown backend 'Local' (choose local, consul, etcd or zookeeper)");
+}
+
+TEST_CASE("API flags belong to the consul backend") {
+  EnvScope env;
+  CHECK(error_of({"-backend", "local", "-http-addr", "x", "p", "cmd"}) ==
+        "-http-addr applies to the consul backend, not to -backend local");
+  CHECK(error_of({"-http-addr", "x", "-backend", "local", "p", "cmd"}) ==
+        "-http-addr applies to the consul backend, not to -backend local");
+  CHECK(error_of({"-backend", "etcd", "-token", "t", "p", "cmd"}) ==
+        "-token applies to the consul backend, not to -backend etcd");
+  CHECK(error_of({"-backend", "zookeeper", "-stale", "p", "cmd"}) ==
+        "-stale applies to the consul backend, not to -backend zookeeper");
+  // Even a flag that says "no" was given, so it is refused all the same.
+  CHECK(error_of({"-backend", "local", "-stale=false", "p", "cmd"}) ==
+        "-stale applies to the consul backend, not to -backend local");
+  env.set("LOCK_BACKEND", "local");
+  CHECK(error_of({"-datacenter", "dc1", "p", "cmd"}) ==
+        "-datacenter applies to the consul backend, not to -backend local");
+  CHECK(with({"-backend", "consul", "-datacenter", "dc1"}).backend == "consul");
+}
+
+TEST_CASE("-state-dir belongs to the local backend") {
+  EnvScope env;
+  CHECK(error_of({"-backend", "consul", "-state-dir", "/d", "p", "cmd"}) ==
+        "-state-dir applies to the local backend, not to -backend consul");
+  CHECK(error_of({"-http-addr", "x", "-state-dir", "/d", "p", "cmd"}) ==
+        "-state-dir applies to the local backend, not to -backend consul");
+  env.set("CONSUL_HTTP_ADDR", "x");
+  CHECK(error_of({"-state-dir", "/d", "p", "cmd"}) ==
+        "-state-dir applies to the local backend, not to -backend consul");
+}
+
+TEST_CASE("LOCK_STATE_DIR does not stand in the way of another backend") {
+  EnvScope env;
+  env.set("LOCK_STATE_DIR", "/d");
+  CHECK(with({"-backend", "consul"}).backend == "consul");
+}
+
+TEST_CASE("limits and counts are checked with consul's wording") {
+  EnvScope env;
+  CHECK(error_of({"-n", "0", "p", "cmd"}) == "Lock holder limit must be positive");
+  CHECK(error_of({"-n", "-1", "p", "cmd"}) == "Lock holder limit must be positive");
+  CHECK(error_of({"-n=-2147483648", "p", "cmd"}) == "Lock holder limit must be positive");
+  CHECK(error_of({"-monitor-retry", "-1", "p", "cmd"}) ==
+        "Number for 'monitor-retry' must be >= 0");
+  CHECK(error_of({"-timeout", "-1s", "p", "cmd"}) == "Timeout must be positive");
+  CHECK(error_of({"-timeout", "-1ns", "p", "cmd"}) == "Timeout must be positive");
+  CHECK(error_of({"-kill-after", "-1s", "p", "cmd"}) == "-kill-after must not be negative");
+}
+
+TEST_CASE("a prefix and a child are both required") {
+  EnvScope env;
+  CHECK(error_of({}) == "Key prefix and child command must be specified");
+  CHECK(error_of({"p"}) == "Key prefix and child command must be specified");
+  CHECK(error_of({"-verbose", "p"}) == "Key prefix and child command must be specified");
+  CHECK(error_of({"--", "p"}) == "Key prefix and child command must be specified");
+}
+
+TEST_CASE("the checks come in consul's order") {
+  EnvScope env;
+  // consul checks the limit before the arguments, and both before the timeout.
+  CHECK(error_of({"-n", "0"}) == "Lock holder limit must be positive");
+  CHECK(error_of({"-timeout", "-1s"}) == "Key prefix and child command must be specified");
+  CHECK(error_of({"-timeout", "-1s", "-monitor-retry", "-1", "p", "c"}) ==
+        "Timeout must be positive");
+  // A flag that does not parse is reported before any of them.
+  CHECK(error_of({"-n", "0", "-timeout", "x"}) ==
+        "invalid value \"x\" for flag -timeout: time: invalid duration \"x\"");
+}
+
+TEST_CASE("values that do not parse are refused in Go's words") {
+  EnvScope env;
+  CHECK(error_of({"-n", "abc", "p", "cmd"}) == "invalid value \"abc\" for flag -n: parse error");
+  CHECK(error_of({"-n", "1.5", "p", "cmd"}) == "invalid value \"1.5\" for flag -n: parse error");
+  CHECK(error_of({"-n", "2x", "p", "cmd"}) == "invalid value \"2x\" for flag -n: parse error");
+  CHECK(error_of({"-n", " 2", "p", "cmd"}) == "invalid value \" 2\" for flag -n: parse error");
+  CHECK(error_of({"-n", "99999999999999999999", "p", "cmd"}) ==
+        "invalid value \"99999999999999999999\" for flag -n: value out of range");
+  CHECK(error_of({"-monitor-retry", "x", "p", "cmd"}) ==
+        "invalid value \"x\" for flag -monitor-retry: parse error");
+  CHECK(error_of({"-timeout", "1", "p", "cmd"}) ==
+        "invalid value \"1\" for flag -timeout: time: missing unit in duration \"1\"");
+  CHECK(error_of({"-kill-after", "soon", "p", "cmd"}) ==
+        "invalid value \"soon\" for flag -kill-after: time: invalid duration \"soon\"");
+  CHECK(error_of({"-shell=maybe", "p", "cmd"}) ==
+        "invalid boolean value \"maybe\" for -shell: parse error");
+  CHECK(error_of({"-bogus", "p", "cmd"}) == "flag provided but not defined: -bogus");
+  CHECK(error_of({"-timeout"}) == "flag needs an argument: -timeout");
+  CHECK(error_of({"---x", "p", "cmd"}) == "bad flag syntax: ---x");
+}
+
+TEST_CASE("every error is a UsageError") {
+  EnvScope env;
+  CHECK_THROWS_AS(parse_options({"-n", "0", "p", "c"}), lk::UsageError);
+  CHECK_THROWS_AS(parse_options({"-bogus"}), lk::UsageError);
+  CHECK_THROWS_AS(parse_options({"/abs", "c"}), lk::UsageError);
+  CHECK_THROWS_AS(parse_options({"-backend", "x", "p", "c"}), lk::UsageError);
+}
+
+// Go reads -n and -monitor-retry with strconv.ParseInt(s, 0, 64): a sign, a base prefix and
+// underscores are all accepted.
+TEST_CASE("integers are read as Go's flag package reads them") {
+  EnvScope env;
+  CHECK(error_of({"-n", "+2", "p", "cmd"}) == "");
+  CHECK(error_of({"-n", "0x10", "p", "cmd"}) == "");
+  if (error_of({"-n", "0x10", "p", "cmd"}).empty()) CHECK(with({"-n", "0x10"}).limit == 16);
+  if (error_of({"-n", "010", "p", "cmd"}).empty()) CHECK(with({"-n", "010"}).limit == 8);
+  if (error_of({"-n", "1_000", "p", "cmd"}).empty()) CHECK(with({"-n", "1_000"}).limit == 1000);
+  CHECK(error_of({"-n", "0b11", "p", "cmd"}) == "");
+}
+
+// Go sets each flag as it reads it, so a bad value is an error even when a later repeat of the
+// flag is good.
+TEST_CASE("a bad value is refused even when the flag is repeated") {
+  EnvScope env;
+  CHECK(error_of({"-n", "abc", "-n", "2", "p", "cmd"}) ==
+        "invalid value \"abc\" for flag -n: parse error");
+  CHECK(error_of({"-timeout", "x", "-timeout", "1s", "p", "cmd"}) ==
+        "invalid value \"x\" for flag -timeout: time: invalid duration \"x\"");
+}
+
+// Go gives an empty value to a string flag like any other, and reports an empty number or
+// duration as a value that does not parse.
+TEST_CASE("an empty value is read as Go reads it") {
+  EnvScope env;
+  CHECK(error_of({"-name=", "p", "cmd"}) == "");
+  if (error_of({"-name=", "p", "cmd"}).empty())
+    CHECK(with({"-name="}).name == "lock for 'cmd' at 'p'");
+  CHECK(error_of({"-name", "", "p", "cmd"}) == "");
+  CHECK(error_of({"-backend", "consul", "-http-addr=", "p", "cmd"}) == "");
+  CHECK(error_of({"-backend", "consul", "-token", "", "p", "cmd"}) == "");
+  CHECK(error_of({"-n", "", "p", "cmd"}) == "invalid value \"\" for flag -n: parse error");
+  CHECK(error_of({"-monitor-retry=", "p", "cmd"}) ==
+        "invalid value \"\" for flag -monitor-retry: parse error");
+  CHECK(error_of({"-timeout=", "p", "cmd"}) ==
+        "invalid value \"\" for flag -timeout: time: invalid duration \"\"");
+  CHECK(error_of({"-kill-after", "", "p", "cmd"}) ==
+        "invalid value \"\" for flag -kill-after: time: invalid duration \"\"");
+}
+
+// Consul's API client ignores an empty CONSUL_HTTP_ADDR, as scripts that `export
+// CONSUL_HTTP_ADDR=` expect.
+TEST_CASE("an empty CONSUL_HTTP_ADDR counts as unset") {
+  EnvScope env;
+  env.set("CONSUL_HTTP_ADDR", "");
+  CHECK(with({}).backend == "local");
+}
+
+// consul registers -try as a flag of its own, so Go names it in the message.
+TEST_CASE("a bad -try value is reported under -try") {
+  EnvScope env;
+  CHECK(error_of({"-try", "1", "p", "cmd"}) ==
+        "invalid value \"1\" for flag -try: time: missing unit in duration \"1\"");
+}
+
+// Go stops at -h, before it reads what follows.
+TEST_CASE("-h wins over a later unknown flag") {
+  EnvScope env;
+  CHECK(error_of({"-h", "-bogus"}) == "");
+}
