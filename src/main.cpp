@@ -1,4 +1,6 @@
 // argv → options → run. Every error ends here, as one line on stderr and exit status 1.
+#include <fcntl.h>
+
 #include <cstdio>
 #include <exception>
 
@@ -11,7 +13,14 @@
 #define LOCK_VERSION "unknown"
 #endif
 
+// A descriptor we open must never land on 0, 1 or 2 and be mistaken for the child's stdio.
+static void ensure_stdio_open() {
+  for (int fd = 0; fd < 3; ++fd)
+    if (fcntl(fd, F_GETFD) < 0) open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+}
+
 int main(int argc, char** argv) {
+  ensure_stdio_open();
   try {
     lk::Options options = lk::parse_options({argv + 1, argv + argc});
     if (options.help) {

@@ -41,7 +41,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   _exit(err == ENOENT ? 127 : 126);
 }
 
-// Between fork and exec only async-signal-safe calls: everything was prepared before fork.
+// Between vfork and exec only async-signal-safe calls: everything was prepared before.
 [[noreturn]] void exec_child(const ChildSpec& spec, char** argv, char** envp, pid_t parent,
                              int report_fd, const sigset_t& mask) {
   setpgid(0, 0);
@@ -80,7 +80,9 @@ Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask_for_child) {
   if (pipe2(report, O_CLOEXEC) < 0) throw sys_error("pipe");
   UniqueFd report_read(report[0]), report_write(report[1]);
   pid_t parent = getpid();
-  pid_t pid = fork();
+  // vfork: the child borrows our memory until it execs, so starting it copies no page tables.
+  // It runs only exec_child, which touches nothing but its arguments and system calls.
+  pid_t pid = vfork();
   if (pid < 0) throw sys_error("cannot start the child");
   if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, report[1], mask_for_child);
 

@@ -18,6 +18,7 @@ std::string signal_name(int sig) { return std::string("SIG") + sigabbrev_np(sig)
 int run(const Options& o) {
   Signals signals;  // first, so that no signal is missed while we wait
   auto backend = make_backend(o);
+  Watchdog watchdog;
   LockSpec spec{o.prefix, o.limit, o.name};
   verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
           o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
@@ -47,10 +48,10 @@ int run(const Options& o) {
 
   ChildSpec child{child_argv(o.child, o.shell), env, o.pass_stdin,
                   o.pass_stdin && Foreground::available(), hold->child_fds()};
-  Watchdog watchdog({hold->loss_fd()});
+  if (hold->loss_fd() >= 0) watchdog.keep_open(hold->loss_fd());
   RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
   hold->release();
-  hold.reset();  // while the watchdog still shares its descriptors (see watchdog.hpp)
+  hold.reset();  // while the watchdog still keeps its descriptors open (see watchdog.hpp)
   verbose("released the lock");
 
   if (result.lost) fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);

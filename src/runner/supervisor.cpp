@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "cli/duration.hpp"
@@ -95,7 +96,11 @@ void Supervisor::reap() {
       tree_gone_ = true;  // ECHILD: nothing of the tree is left
       return;
     }
-    if (info.si_pid == 0) break;  // some remain, none has exited
+    if (info.si_pid == 0) {  // some remain, none has exited: is it only the watchdog?
+      tree_gone_ = only_watchdog_left();
+      if (tree_gone_) return;
+      break;
+    }
     if (info.si_code == CLD_STOPPED) {
       bool job_control = info.si_status == SIGTSTP || info.si_status == SIGTTIN ||
                          info.si_status == SIGTTOU;
@@ -135,13 +140,24 @@ void Supervisor::stop(int sig, const std::string& why) {
   signal_tree(sig);
 }
 
+std::vector<pid_t> Supervisor::children() const {
+  std::ifstream list("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  std::vector<pid_t> pids;
+  for (pid_t pid; list >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+bool Supervisor::only_watchdog_left() const {
+  auto pids = children();
+  return std::all_of(pids.begin(), pids.end(), [&](pid_t p) { return p == watchdog_.pid(); });
+}
+
 // The child's process group, and any of our children that left it (they are orphans of the tree
 // we adopted): their pids cannot be reused before we reap them, so signalling them is safe.
 void Supervisor::signal_tree(int sig) {
   kill(-child_, sig);
-  std::ifstream children("/proc/self/task/" + std::to_string(getpid()) + "/children");
-  for (pid_t pid; children >> pid;)
-    if (getpgid(pid) != child_) kill(pid, sig);
+  for (pid_t pid : children())
+    if (pid != watchdog_.pid() && getpgid(pid) != child_) kill(pid, sig);
 }
 
 }  // namespace lk

@@ -17,7 +17,8 @@ namespace lk {
 //   hold lost       stop the child
 //   kill deadline   SIGKILL to whatever of the tree is left
 // and it returns only once the whole child tree is gone: we are its subreaper, so every process
-// it started, even one that left its process group, becomes our child when orphaned.
+// it started, even one that left its process group, becomes our child when orphaned, and the
+// tree is gone when the watchdog is our only child left.
 class Supervisor {
  public:
   Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, std::chrono::nanoseconds kill_after);
@@ -30,6 +31,8 @@ class Supervisor {
   void stop(int sig, const std::string& why);
   void suspend();
   void signal_tree(int sig);
+  std::vector<pid_t> children() const;  // ours, the watchdog included
+  bool only_watchdog_left() const;
 
   Signals& signals_;
   Hold& hold_;

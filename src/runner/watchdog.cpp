@@ -1,74 +1,87 @@
 #include "runner/watchdog.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 #include "util/error.hpp"
 
 namespace lk {
 namespace {
 
-bool receive(int fd, std::int32_t& value) {
-  ssize_t n;
-  while ((n = recv(fd, &value, sizeof value, MSG_WAITALL)) < 0 && errno == EINTR) {
-  }
-  return n == sizeof value;
-}
-
-void close_all_except(std::vector<int> keep) {
-  std::sort(keep.begin(), keep.end());
-  unsigned next = 0;
-  for (int fd : keep) {
-    if (fd < 0 || static_cast<unsigned>(fd) < next) continue;
-    if (static_cast<unsigned>(fd) > next) close_range(next, fd - 1, 0);
-    next = fd + 1;
-  }
-  close_range(next, UINT_MAX, 0);
-}
+enum Kind : std::int32_t { kKeepOpen, kGuard, kDisarm };
+struct Message {
+  std::int32_t kind;
+  std::int32_t value;
+};
 
 // The watchdog's whole life. Signals stay blocked (inherited), so only SIGKILL ends it early.
-[[noreturn]] void watch(int fd, std::vector<int> keep_open) {
+[[noreturn]] void watch(int fd) {
   setsid();  // out of our group and session: ^C or a group kill aimed at lock does not reach it
-  keep_open.push_back(fd);
-  close_all_except(keep_open);
-  std::int32_t pgid = 0, done = 1;
-  if (receive(fd, pgid) && pgid > 0 && !receive(fd, done)) kill(-pgid, SIGKILL);
-  while (done == 0 && receive(fd, done)) {
+  if (fd < 3) fd = fcntl(fd, F_DUPFD, 3);
+  close_range(0, fd - 1, 0);
+  close_range(fd + 1, UINT_MAX, 0);
+  pid_t pgid = 0;
+  for (;;) {
+    Message m{};
+    char control[CMSG_SPACE(sizeof(int))];
+    iovec iov{&m, sizeof m};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(fd, &msg, MSG_WAITALL);  // a kept descriptor simply stays open
+    if (n < 0 && errno == EINTR) continue;
+    if (n != sizeof m) break;  // lock is gone
+    if (m.kind == kGuard) pgid = m.value;
+    if (m.kind == kDisarm) pgid = 0;
   }
+  if (pgid > 0) kill(-pgid, SIGKILL);
   _exit(0);
-}
-
-void send_value(int fd, std::int32_t value) {
-  if (send(fd, &value, sizeof value, MSG_NOSIGNAL) != sizeof value)
-    throw sys_error("cannot reach the watchdog");
 }
 
 }  // namespace
 
-Watchdog::Watchdog(const std::vector<int>& keep_open) {
+Watchdog::Watchdog() {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
-  UniqueFd ours(sv[0]), theirs(sv[1]);
-  pid_t middle = fork();
-  if (middle < 0) throw sys_error("cannot start the watchdog");
-  if (middle == 0) {
-    // Fork twice so the watchdog is adopted by init (or the nearest subreaper), not by us.
-    if (fork() == 0) watch(sv[1], keep_open);
-    _exit(0);
-  }
-  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  socket_ = std::move(ours);
+  UniqueFd theirs(sv[1]);
+  socket_.reset(sv[0]);
+  pid_ = fork();
+  if (pid_ < 0) throw sys_error("cannot start the watchdog");
+  if (pid_ == 0) watch(sv[1]);
 }
 
-void Watchdog::guard(pid_t pgid) { send_value(socket_.get(), pgid); }
+namespace {
 
-void Watchdog::disarm() { send_value(socket_.get(), 0); }
+void send_message(int socket, Message m, int fd = -1) {
+  iovec iov{&m, sizeof m};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != sizeof m) throw sys_error("cannot reach the watchdog");
+}
+
+}  // namespace
+
+void Watchdog::keep_open(int fd) { send_message(socket_.get(), {kKeepOpen, 0}, fd); }
+void Watchdog::guard(pid_t pgid) { send_message(socket_.get(), {kGuard, pgid}); }
+void Watchdog::disarm() { send_message(socket_.get(), {kDisarm, 0}); }
 
 }  // namespace lk

@@ -1,11 +1,9 @@
 #pragma once
 // If lock dies, even by SIGKILL, the child's process group must die with it: PR_SET_PDEATHSIG
 // reaches only the direct child, not what a shell started in the background. The watchdog is a
-// small process outside our process group and session that holds one end of a socket: when the
-// other end closes before we said the tree is gone, it kills the child's group.
+// small process in a session of its own that holds one end of a socket: when the other end closes
+// while it guards a group, it kills that group.
 #include <sys/types.h>
-
-#include <vector>
 
 #include "util/unique_fd.hpp"
 
@@ -13,19 +11,23 @@ namespace lk {
 
 class Watchdog {
  public:
-  // Forks the watchdog, detached: it is not our child, so reaping the child tree never waits for
-  // it. Call before becoming a subreaper. It keeps `keep_open` open until we are gone: closing an
-  // inotify descriptor waits for an RCU grace period, several milliseconds that nobody should
-  // wait for, so the last close is left to the watchdog, whose exit nobody waits on.
-  explicit Watchdog(const std::vector<int>& keep_open);
-  // Closing without disarm() is what kills the group: an exception that leaves the tree running
+  // Forks the watchdog. It is our child; the supervisor knows to ignore it when it waits for the
+  // child tree to be gone. Forked before we wait for the lock, so that it costs nothing while we
+  // hold it.
+  Watchdog();
+  // Closing while guarding is what kills the group: an exception that leaves the tree running
   // ends in the safe state.
   ~Watchdog() = default;
 
+  pid_t pid() const { return pid_; }
+  // Keeps a copy of `fd` open until we are gone. Closing an inotify descriptor waits for an RCU
+  // grace period, milliseconds that nobody should wait for; the watchdog pays them instead.
+  void keep_open(int fd);
   void guard(pid_t pgid);  // the group to kill if we vanish
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
  private:
+  pid_t pid_ = -1;
   UniqueFd socket_;
 };
 

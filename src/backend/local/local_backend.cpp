@@ -1,6 +1,7 @@
 // The local recipe, a first-come-first-served semaphore built from kernel file locks:
 //
-//  1. Under the meta lock, check the limit and take the next ticket (a file we keep locked).
+//  1. Under the meta lock, check the limit. If nobody waits and a slot is free, take it and go to
+//     step 4; otherwise take the next ticket (a file we keep locked).
 //  2. Wait until every ticket ahead of ours is gone. Each waiter waits only on the live ticket
 //     just ahead of it, so a departure wakes one process, not the herd, and order is kept.
 //  3. At the head of the queue, take whichever of the `limit` slot files frees first.
@@ -215,6 +216,24 @@ class LocalHold : public Hold {
   UniqueFd inotify_;
 };
 
+// Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
+std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
+                                HolderRecord record) {
+  meta.fence = next_fence(meta.fence);
+  dir.write_meta(meta);
+  record.token = meta.fence;
+  write_record(fd.get(), record);
+  dir.unlock_meta();
+  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), meta.fence,
+                                     record.prefix);
+}
+
+UniqueFd open_slot(const PrefixDir& dir, int slot) {
+  UniqueFd fd = open_in(dir, PrefixDir::slot_file(slot), O_RDWR | O_CREAT);
+  if (!fd) throw sys_error("cannot open " + dir.path(PrefixDir::slot_file(slot)));
+  return fd;
+}
+
 }  // namespace
 
 LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
@@ -232,6 +251,14 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     return acquire(spec, deadline, interrupt);  // a limit nobody uses any more
   check_limit(meta.limit, spec.limit);
   meta.limit = spec.limit;
+  // Nobody waits: a free slot is ours at once, without a ticket (the uncontended path).
+  if (dir.tickets().empty()) {
+    for (int i = 0; i < spec.limit; ++i) {
+      UniqueFd fd = open_slot(dir, i);
+      if (try_lock(fd.get(), LockKind::exclusive))
+        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter);
+    }
+  }
   std::uint64_t number = meta.next_ticket++;
   dir.write_meta(meta);  // first: dying before the ticket exists leaves only a gap in the numbers
   Ticket ticket(dir, number, waiter);
@@ -265,8 +292,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   std::vector<UniqueFd> slots;
   std::vector<LockTarget> targets;
   for (int i = 0; i < spec.limit; ++i) {
-    slots.push_back(open_in(dir, PrefixDir::slot_file(i), O_RDWR | O_CREAT));
-    if (!slots.back()) throw sys_error("cannot open " + dir.path(PrefixDir::slot_file(i)));
+    slots.push_back(open_slot(dir, i));
     targets.push_back({slots.back().get(), LockKind::exclusive});
   }
   auto slot = lock_any(targets, deadline, interrupt);
@@ -274,16 +300,10 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
 
   // Step 4.
   dir.lock_meta();
-  meta = dir.read_meta();
-  meta.fence = next_fence(meta.fence);
-  dir.write_meta(meta);
-  waiter.token = meta.fence;
-  write_record(slots[*slot].get(), waiter);
-  dir.unlock_meta();
   give_up.armed = false;
   ticket.leave();
-  return std::make_unique<LocalHold>(std::move(dir), static_cast<int>(*slot),
-                                     std::move(slots[*slot]), meta.fence, spec.prefix);
+  meta = dir.read_meta();
+  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter);
 }
 
 }  // namespace lk
