@@ -43,19 +43,19 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 // Between vfork and exec only async-signal-safe calls: everything was prepared before.
 [[noreturn]] void exec_child(const ChildSpec& spec, char** argv, char** envp, pid_t parent,
-                             int report_fd, const sigset_t& mask) {
+                             int report_fd, const Signals& signals, const Watchdog& watchdog) {
   setpgid(0, 0);
-  if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // we died before the line above took effect
+  watchdog.guard_me();
+  if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
   if (!spec.pass_stdin) {
     int null = open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report_fd, errno);
     close(null);
   }
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
-  signal(SIGPIPE, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  signals.restore_in_child();
   execvpe(argv[0], argv, envp);
   fail(report_fd, errno);
 }
@@ -70,7 +70,7 @@ std::vector<std::string> child_argv(const std::vector<std::string>& words, bool 
   return {sh && *sh ? sh : "/bin/sh", "-c", script};
 }
 
-Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask_for_child) {
+Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdog& watchdog) {
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<std::string> env_strings = merged_environment(spec.env);
   auto argv = c_strings(argv_strings);
@@ -84,11 +84,11 @@ Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask_for_child) {
   // It runs only exec_child, which touches nothing but its arguments and system calls.
   pid_t pid = vfork();
   if (pid < 0) throw sys_error("cannot start the child");
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, report[1], mask_for_child);
+  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, report[1], signals, watchdog);
 
-  // Also here, so that the group exists before we signal it, whichever of us runs first.
-  setpgid(pid, pid);
-  if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, pid);
+  // With vfork we resume only once the child has exec'd (or failed to): its process group and
+  // its hold on the terminal exist already, and setting them again here could undo what the
+  // child's own children did since (an interactive shell takes the terminal for itself).
   report_write.reset();
   Spawned s{pid, 0};
   while (read(report_read.get(), &s.exec_error, sizeof s.exec_error) < 0 && errno == EINTR) {

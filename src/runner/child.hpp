@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "runner/signals.hpp"
+#include "runner/watchdog.hpp"
 
 namespace lk {
 
@@ -26,8 +28,8 @@ struct Spawned {
   int exec_error = 0; // errno of a failed exec; the child has then already exited with 126 or 127
 };
 
-// Starts the child in a process group of its own, killed by the kernel if we die before our
-// watchdog knows about it.
-Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask_for_child);
+// Starts the child in a process group of its own, which the watchdog guards before the child
+// runs anything of its own.
+Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdog& watchdog);
 
 }  // namespace lk

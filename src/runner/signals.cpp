@@ -13,17 +13,31 @@ namespace {
 constexpr int kHandled[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
                             SIGWINCH, SIGALRM, SIGCHLD, SIGTSTP, SIGCONT, SIGTTOU};
 
+bool ignored(int sig) {
+  struct sigaction current;
+  return sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
 }  // namespace
 
 Signals::Signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : kHandled) sigaddset(&set, sig);
+  // A signal we were started with ignored (nohup; ^C for a background job of a script) stays
+  // ignored, by us and by the child, as it would for any other program.
+  for (int sig : kHandled)
+    if (!ignored(sig)) sigaddset(&set, sig);
   if (sigprocmask(SIG_BLOCK, &set, &original_) < 0) throw sys_error("sigprocmask");
   fd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!fd_) throw sys_error("signalfd");
   // A vanished reader of our stderr must not kill us while a child still holds the lock.
+  pipe_was_default_ = !ignored(SIGPIPE);
   signal(SIGPIPE, SIG_IGN);
+}
+
+void Signals::restore_in_child() const {
+  if (pipe_was_default_) signal(SIGPIPE, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &original_, nullptr);
 }
 
 Signals::~Signals() { sigprocmask(SIG_SETMASK, &original_, nullptr); }

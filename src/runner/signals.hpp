@@ -15,7 +15,8 @@ class Signals {
   ~Signals();  // restores the mask we started with
 
   int fd() const { return fd_.get(); }
-  const sigset_t& original_mask() const { return original_; }
+  // Between fork and exec: gives the child the signal state we were started with.
+  void restore_in_child() const;
 
   // The signals that arrived since the last call, oldest first; never blocks.
   std::vector<int> take();
@@ -27,6 +28,7 @@ class Signals {
 
  private:
   sigset_t original_;
+  bool pipe_was_default_ = true;
   UniqueFd fd_;
 };
 

@@ -35,10 +35,9 @@ RunResult Supervisor::run(const ChildSpec& spec) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
   Foreground foreground(spec.take_terminal);
   foreground_ = spec.take_terminal;
-  Spawned spawned = spawn_child(spec, signals_.original_mask());
+  Spawned spawned = spawn_child(spec, signals_, watchdog_);
   child_ = spawned.pid;
   child_running_ = true;
-  watchdog_.guard(child_);
   verbose("started the child, pid {}: {}", child_, fmt::join(spec.argv, " "));
   if (spawned.exec_error) result_.exec_error = spawned.exec_error;
 

@@ -60,7 +60,7 @@ Watchdog::Watchdog() {
 
 namespace {
 
-void send_message(int socket, Message m, int fd = -1) {
+bool send_message(int socket, Message m, int fd = -1) {
   iovec iov{&m, sizeof m};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -75,13 +75,21 @@ void send_message(int socket, Message m, int fd = -1) {
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
   }
-  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != sizeof m) throw sys_error("cannot reach the watchdog");
+  return sendmsg(socket, &msg, MSG_NOSIGNAL) == sizeof m;
 }
 
 }  // namespace
 
-void Watchdog::keep_open(int fd) { send_message(socket_.get(), {kKeepOpen, 0}, fd); }
-void Watchdog::guard(pid_t pgid) { send_message(socket_.get(), {kGuard, pgid}); }
-void Watchdog::disarm() { send_message(socket_.get(), {kDisarm, 0}); }
+void Watchdog::keep_open(int fd) {
+  if (!send_message(socket_.get(), {kKeepOpen, 0}, fd)) throw sys_error("cannot reach the watchdog");
+}
+
+void Watchdog::guard_me() const {
+  if (!send_message(socket_.get(), {kGuard, getpid()})) _exit(1);
+}
+
+void Watchdog::disarm() {
+  if (!send_message(socket_.get(), {kDisarm, 0})) throw sys_error("cannot reach the watchdog");
+}
 
 }  // namespace lk

@@ -23,7 +23,9 @@ class Watchdog {
   // Keeps a copy of `fd` open until we are gone. Closing an inotify descriptor waits for an RCU
   // grace period, milliseconds that nobody should wait for; the watchdog pays them instead.
   void keep_open(int fd);
-  void guard(pid_t pgid);  // the group to kill if we vanish
+  // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
+  // vanish, its process group dies, even before we learn its pid.
+  void guard_me() const;
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
  private:

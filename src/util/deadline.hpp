@@ -1,6 +1,7 @@
 #pragma once
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -15,9 +16,7 @@ class Deadline {
   static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
   explicit Deadline(Clock::time_point at) : at_(at) {}
 
-  bool is_never() const { return !at_; }
   bool passed() const { return at_ && Clock::now() >= *at_; }
-  std::optional<Clock::time_point> at() const { return at_; }
 
   // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.
   const timespec* remaining(timespec& storage) const {

@@ -87,14 +87,40 @@ class LockTestCase(unittest.TestCase):
     def wait_file(self, name, text=None, timeout=10.0):
         """Waits until the scratch file exists (and contains `text`); returns its content."""
         path = self.path(name)
-        return wait_for(lambda: (lambda c: c if (os.path.exists(path) and (text is None or text in c))
-                                 else None)(read_file(path)),
-                        timeout, f"{name} to contain {text!r}")
+
+        def ready():
+            if not os.path.exists(path):
+                return None
+            content = read_file(path)
+            return (content,) if text is None or text in content else None
+
+        return wait_for(ready, timeout, f"{name} to contain {text!r}")[0]
 
     def finish(self, proc, timeout=20.0):
         """Waits for a background lock; returns (returncode, stdout, stderr)."""
         out, err = proc.communicate(timeout=timeout * SLOW)
         return proc.returncode, out, err
+
+    def hold(self, *flags, prefix="p", gate="release", before=""):
+        """Starts a holder whose child stays until release(gate); returns it once it holds."""
+        held = self.path(f"held.{gate}")
+        holder = self.start_lock(*flags, prefix, f"{before}touch {held}; "
+                                 f"while [ ! -e {self.path(gate)} ]; do sleep 0.01; done")
+        wait_for(lambda: os.path.exists(held) or holder.poll() is not None,
+                 what="the holder's child to start")
+        if holder.poll() is not None:
+            self.fail(f"the holder ended early: {self.finish(holder)}")
+        return holder
+
+    def release(self, gate="release"):
+        """Lets the child of hold(gate=gate) end; returns when that was."""
+        with open(self.path(gate), "w"):
+            pass
+        return time.monotonic()
+
+    def assert_succeeds(self, proc):
+        code, _, err = self.finish(proc)
+        self.assertEqual((code, err), (0, ""))
 
     def prefix_files(self, prefix):
         d = os.path.join(self.state, prefix.replace("/", "%2F"))
@@ -110,7 +136,7 @@ __all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "pid_alive", "read_file",
 
 def proc_stat(pid):
     """The fields of /proc/<pid>/stat after the command name ([0] state, [1] ppid, [2] process
-    group, [3] session), or None once the process is gone."""
+    group, [3] session, [19] start time), or None once the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()

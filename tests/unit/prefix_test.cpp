@@ -94,10 +94,13 @@ TEST_CASE("validate_prefix refuses empty components") {
 }
 
 TEST_CASE("validate_prefix refuses control characters") {
-  for (std::string p : {std::string("a\nb"), std::string("a\tb"), std::string("\x1b[31m"),
-                        std::string("a\x7f"), std::string("a\rb/c"), std::string("x\x01")}) {
+  // Shown escaped, so that the error stays on one line and cannot drive the terminal.
+  const std::pair<std::string, std::string> cases[] = {
+      {"a\nb", "a\\x0ab"},     {"a\tb", "a\\x09b"},     {"\x1b[31m", "\\x1b[31m"},
+      {"a\x7f", "a\\x7f"},     {"a\rb/c", "a\\x0db/c"}, {"x\x01", "x\\x01"}};
+  for (const auto& [p, shown] : cases) {
     CAPTURE(p);
-    CHECK(prefix_error(p) == "prefix '" + p + "' contains a control character");
+    CHECK(prefix_error(p) == "prefix '" + shown + "' contains a control character");
   }
   // A NUL cannot come from argv, but must not cut the check short either.
   CHECK_THROWS_AS(validate_prefix(std::string("a\0b", 3)), lk::UsageError);

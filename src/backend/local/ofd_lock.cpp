@@ -37,6 +37,8 @@ struct Waiter {
     int rc;
     while ((rc = fcntl(self->target.fd, F_OFD_SETLKW, &fl)) < 0 && errno == EINTR) {
     }
+    // From here on a cancellation must not act: the outcome has to reach lock_any.
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
     self->result.store(rc == 0 ? 0 : errno);
     uint64_t one = 1;
     (void)!write(self->done_fd, &one, sizeof one);

@@ -1,0 +1,350 @@
+"""The local backend's files: limit conflicts, fencing tokens, the holder record, cleanup, recovery
+after a crash, the state directory's safety checks, and loss of the lock files while held."""
+
+import calendar
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import time
+import unittest
+
+from harness import LOCK, SLOW, LockTestCase, read_file, wait_for
+
+
+def group_members(pgid):
+    """Live processes of a process group."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
+
+
+class LocalStateTest(LockTestCase):
+
+    def assert_refused(self, result, message):
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertTrue(result.stderr.startswith(f"lock: {message}"), result.stderr)
+        self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+
+    def prefix_dir(self, name="p"):
+        return os.path.join(self.state, name)
+
+    # Limit conflicts.
+
+    def check_conflict(self, held_with, asked, message):
+        holder = self.hold("-n", str(held_with))
+        files = self.prefix_files("p")
+        ran = self.path("ran")
+        self.assert_refused(self.run_lock("-n", str(asked), "p", f"touch {ran}"), message)
+        self.assertFalse(os.path.exists(ran))
+        self.assertEqual(self.prefix_files("p"), files)
+        self.release()
+        self.assert_succeeds(holder)
+        # Nobody uses the prefix any more, so the other limit is fine now.
+        r = self.run_lock("-n", str(asked), "p", f"touch {ran}")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.exists(ran))
+
+    def test_semaphores_with_different_limits_conflict(self):
+        self.check_conflict(2, 3, "semaphore limit conflict (lock: 2, local: 3)")
+
+    def test_semaphore_on_a_prefix_used_as_a_lock_conflicts(self):
+        self.check_conflict(1, 2, "Existing key does not match semaphore use")
+
+    def test_lock_on_a_prefix_used_as_a_semaphore_conflicts(self):
+        self.check_conflict(2, 1, "Existing key does not match lock use")
+
+    def test_limit_stays_while_any_holder_remains(self):
+        first = self.hold("-n", "2", gate="first")
+        second = self.hold("-n", "2", gate="second")
+        self.release("first")
+        self.assert_succeeds(first)
+        self.assert_refused(self.run_lock("-n", "1", "p", "true"),
+                            "Existing key does not match lock use")
+        self.assert_refused(self.run_lock("-n", "3", "p", "true"),
+                            "semaphore limit conflict (lock: 2, local: 3)")
+        self.release("second")
+        self.assert_succeeds(second)
+        r = self.run_lock("-n", "1", "p", "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    # Fencing tokens.
+
+    def test_fencing_tokens_rise_across_runs_and_cleanups(self):
+        tokens = self.path("tokens")
+        for run in range(6):
+            if run == 3:
+                # A wiped state directory (say, after a reboot) must not restart the count.
+                shutil.rmtree(self.state)
+            r = self.run_lock("p", f"echo $LOCK_FENCING_TOKEN >> {tokens}")
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            # The prefix's files went with the last one out, counter included.
+            self.assertEqual(os.listdir(self.state), [])
+        values = [int(t) for t in read_file(tokens).split()]
+        self.assertEqual(len(values), 6)
+        for earlier, later in zip(values, values[1:]):
+            self.assertLess(earlier, later, values)
+
+    def test_fencing_tokens_rise_from_holder_to_waiter(self):
+        tokens = self.path("tokens")
+        first = self.hold("-n", "2", gate="first", before=f"echo $LOCK_FENCING_TOKEN >> {tokens}; ")
+        second = self.hold("-n", "2", gate="second", before=f"echo $LOCK_FENCING_TOKEN >> {tokens}; ")
+        waiter = self.start_lock("-n", "2", "p", f"echo $LOCK_FENCING_TOKEN >> {tokens}")
+        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
+                 what="the waiter's ticket")
+        self.release("first")
+        self.assert_succeeds(waiter)
+        self.release("second")
+        self.assert_succeeds(first)
+        self.assert_succeeds(second)
+        values = [int(t) for t in read_file(tokens).split()]
+        self.assertEqual(len(values), 3)
+        self.assertTrue(values[0] < values[1] < values[2], values)
+
+    # The holder record.
+
+    def read_record(self, slot=0):
+        with open(os.path.join(self.prefix_dir(), f"slot.{slot}")) as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n") and text.count("\n") == 1, text)
+        return json.loads(text)
+
+    def test_slot_file_records_the_holder(self):
+        env_file = self.path("env")
+        script = (f"echo $LOCK_FENCING_TOKEN $LOCK_KEY > {env_file}; touch {self.path('held')}; "
+                  f"while [ ! -e {self.path('release')} ]; do sleep 0.01; done")
+        # Several words, which the default name joins with spaces as the shell command does.
+        holder = self.start_lock("p", *script.split(" "))
+        wait_for(lambda: os.path.exists(self.path("held")) or holder.poll() is not None,
+                 what="the holder's child to start")
+        if holder.poll() is not None:
+            self.fail(f"the holder ended early: {self.finish(holder)}")
+        token, key = read_file(env_file).split()
+        self.assertEqual(key, os.path.join(self.prefix_dir(), "slot.0"))
+        before = time.time()
+        record = self.read_record()
+        self.assertEqual(set(record), {"prefix", "name", "host", "pid", "since", "token"})
+        self.assertEqual(record["prefix"], "p")
+        self.assertEqual(record["name"], f"lock for '{script}' at 'p'")
+        self.assertEqual(record["host"], socket.gethostname())
+        self.assertEqual(record["pid"], holder.pid)
+        self.assertEqual(record["token"], int(token))
+        self.assertRegex(record["since"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        since = calendar.timegm(time.strptime(record["since"], "%Y-%m-%dT%H:%M:%SZ"))
+        self.assertLess(abs(since - before), 60 * SLOW)
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_name_flag_names_the_holder(self):
+        holder = self.hold("-name", "nightly backup")
+        record = self.read_record()
+        self.assertEqual(record["name"], "nightly backup")
+        self.assertEqual(record["pid"], holder.pid)
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_each_semaphore_holder_records_its_own_slot(self):
+        first = self.hold("-n", "2", "-name", "first", gate="first",
+                          before=f"echo $LOCK_KEY > {self.path('key.first')}; ")
+        second = self.hold("-n", "2", "-name", "second", gate="second",
+                           before=f"echo $LOCK_KEY > {self.path('key.second')}; ")
+        records = {}
+        for name, proc in (("first", first), ("second", second)):
+            key = read_file(self.path(f"key.{name}")).strip()
+            self.assertRegex(key, "^" + re.escape(self.prefix_dir()) + r"/slot\.[01]$")
+            with open(key) as f:
+                records[key] = json.loads(f.read())
+            self.assertEqual((records[key]["name"], records[key]["pid"]), (name, proc.pid))
+        self.assertEqual(len(records), 2)
+        self.release("first")
+        self.release("second")
+        self.assert_succeeds(first)
+        self.assert_succeeds(second)
+
+    # Cleanup.
+
+    def test_last_one_out_removes_the_prefix_directory(self):
+        r = self.run_lock("p", "true")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(os.listdir(self.state), [])
+        holder = self.hold("-n", "2", gate="first")
+        second = self.hold("-n", "2", gate="second")
+        waiter = self.start_lock("-n", "2", "p", "true")
+        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
+                 what="the waiter's ticket")
+        self.release("second")
+        self.assert_succeeds(second)
+        self.assert_succeeds(waiter)
+        self.assertNotEqual(self.prefix_files("p"), [])
+        self.release("first")
+        self.assert_succeeds(holder)
+        self.assertTrue(os.path.isdir(self.state))
+        self.assertEqual(os.listdir(self.state), [])
+
+    # A killed lock.
+
+    def kill_holder(self, *args):
+        """Starts a holder whose shell runs a plain sleep, SIGKILLs it once the child has started,
+        and checks that the whole child tree died with it."""
+        log_path = self.path("holder.log")
+        with open(log_path, "w") as log:
+            # The sleep is the shell's child, so only the watchdog, not the direct child's
+            # parent-death signal, can stop it. Output goes to a file: the pipes of a survivor
+            # would never close.
+            holder = self.start_lock("-verbose", *args, "p", "sleep 1000; true",
+                                     stdout=subprocess.DEVNULL, stderr=log)
+        started = wait_for(lambda: re.search(r"started the child, pid (\d+)", read_file(log_path)),
+                           what="the child to start")
+        child = int(started.group(1))
+        wait_for(lambda: len(group_members(child)) == 2, what="the shell to start its sleep")
+        self.assertTrue(read_file(os.path.join(self.prefix_dir(), "slot.0")))
+        holder.kill()
+        holder.wait()
+        wait_for(lambda: not group_members(child), timeout=5.0, what="the child's group to die")
+
+    def test_killed_holder_takes_its_child_along_and_frees_the_lock(self):
+        self.kill_holder()
+        start = time.monotonic()
+        r = self.run_lock("-timeout", "10s", "p", f"touch {self.path('ran')}")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertLess(time.monotonic() - start, 2.0 * SLOW)
+        self.assertTrue(os.path.exists(self.path("ran")))
+
+    def test_prefix_left_by_a_killed_holder_accepts_any_limit(self):
+        self.kill_holder("-n", "2")
+        r = self.run_lock("-timeout", "10s", "-n", "1", "p", "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(os.listdir(self.state), [])
+
+    # Names and permissions.
+
+    def test_prefix_maps_to_a_percent_encoded_directory(self):
+        cases = {"a/b c": "a%2Fb%20c", "x:y~z/\u00e9": "x%3Ay%7Ez%2F%C3%A9",
+                 "Az-09_.x": "Az-09_.x", "50%": "50%25"}
+        for prefix, directory in cases.items():
+            with self.subTest(prefix=prefix):
+                listing = self.path("listing")
+                r = self.run_lock(prefix, f"ls {self.state} > {listing}; echo $LOCK_KEY >> {listing}")
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertEqual(read_file(listing).splitlines(),
+                                 [directory, os.path.join(self.state, directory, "slot.0")])
+
+    def test_missing_state_directory_is_created_private(self):
+        for how in ("flag", "environment"):
+            with self.subTest(how=how):
+                state = self.path(f"{how}/nested/state")
+                if how == "flag":
+                    r = self.run_lock("-state-dir", state, "p", "true")
+                else:
+                    r = self.run_lock("p", "true", env=dict(self.env, LOCK_STATE_DIR=state))
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertEqual(stat.S_IMODE(os.stat(state).st_mode), 0o700)
+                self.assertEqual(os.listdir(state), [])
+
+    def test_prefix_directory_that_is_a_symlink_is_refused(self):
+        elsewhere = self.path("elsewhere")
+        os.mkdir(elsewhere)
+        os.mkdir(self.state)
+        for target in (elsewhere, self.path("missing")):
+            with self.subTest(target=target):
+                link = self.prefix_dir()
+                os.symlink(target, link)
+                r = self.run_lock("-timeout", "5s", "p", f"touch {self.path('ran')}")
+                self.assert_refused(r, "")
+                self.assertIn(link, r.stderr)
+                self.assertFalse(os.path.exists(self.path("ran")))
+                self.assertEqual(os.listdir(elsewhere), [])
+                self.assertFalse(os.path.exists(self.path("missing")))
+                self.assertEqual(os.readlink(link), target)
+                os.unlink(link)
+
+    def run_as_nobody(self, runtime_dir, *args):
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to run as another user")
+        nobody = pwd.getpwnam("nobody")
+        env = dict(self.env, XDG_RUNTIME_DIR=runtime_dir)
+        env.pop("LOCK_STATE_DIR")
+        return subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                               "--clear-groups", LOCK, *args], env=env, cwd="/",
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=30 * SLOW)
+
+    def make_runtime_dir(self, name):
+        os.chmod(self.tmp, 0o755)
+        runtime_dir = self.path(name)
+        os.mkdir(runtime_dir, 0o700)
+        os.chown(runtime_dir, pwd.getpwnam("nobody").pw_uid, -1)
+        return runtime_dir
+
+    def test_default_state_directory_must_be_private(self):
+        nobody = pwd.getpwnam("nobody").pw_uid
+        for owner, mode in ((nobody, 0o777), (0, 0o755)):
+            with self.subTest(owner=owner, mode=oct(mode)):
+                runtime_dir = self.make_runtime_dir(f"run-{owner}")
+                planted = os.path.join(runtime_dir, "lock")
+                os.mkdir(planted)
+                os.chmod(planted, mode)
+                os.chown(planted, owner, -1)
+                r = self.run_as_nobody(runtime_dir, "p", f"touch {runtime_dir}/ran")
+                self.assert_refused(r, f"state directory {planted} is not private")
+                self.assertFalse(os.path.exists(f"{runtime_dir}/ran"))
+                self.assertEqual(os.listdir(planted), [])
+
+    def test_default_state_directory_is_created_in_the_runtime_directory(self):
+        runtime_dir = self.make_runtime_dir("run")
+        r = self.run_as_nobody(runtime_dir, "p", f"touch {runtime_dir}/ran")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.exists(f"{runtime_dir}/ran"))
+        st = os.stat(os.path.join(runtime_dir, "lock"))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (pwd.getpwnam("nobody").pw_uid, 0o700))
+
+    # Loss of the lock files while held.
+
+    def hold_until_lost(self):
+        # Quiet, so that the shell's "Terminated" for its sleep does not mix with lock's message.
+        return self.hold(before=f"exec 2>/dev/null; trap 'echo TERM >> {self.path('log')}; exit 0' TERM; ")
+
+    def assert_lost(self, holder):
+        self.wait_file("log", "TERM")
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertEqual(err, f"lock: lock lost: the lock file {self.prefix_dir()}/slot.0 was removed "
+                              "or replaced; the child was stopped\n")
+        # The prefix is usable again.
+        r = self.run_lock("-timeout", "10s", "p", "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(os.listdir(self.state), [])
+
+    def test_removing_the_prefix_directory_stops_the_child(self):
+        holder = self.hold_until_lost()
+        subprocess.run(["rm", "-rf", self.prefix_dir()], check=True)
+        self.assert_lost(holder)
+
+    def test_removing_the_slot_file_stops_the_child(self):
+        holder = self.hold_until_lost()
+        os.unlink(os.path.join(self.prefix_dir(), "slot.0"))
+        self.assert_lost(holder)
+
+    def test_replacing_the_slot_file_stops_the_child(self):
+        holder = self.hold_until_lost()
+        other = os.path.join(self.prefix_dir(), "other")
+        with open(other, "w") as f:
+            f.write(read_file(os.path.join(self.prefix_dir(), "slot.0")))
+        os.rename(other, os.path.join(self.prefix_dir(), "slot.0"))
+        self.assert_lost(holder)
+
+
+if __name__ == "__main__":
+    unittest.main()

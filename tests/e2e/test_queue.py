@@ -1,0 +1,180 @@
+"""Waiting for a held prefix: first come, first served, prompt handoff, waiters that die, timeouts,
+and prefixes that do not affect each other."""
+
+import os
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import SLOW, LockTestCase, read_file, wait_for
+
+
+class QueueTest(LockTestCase):
+
+    def tickets(self, prefix="p"):
+        return [f for f in self.prefix_files(prefix) if f.startswith("q.")]
+
+    def queue_up(self, ident, *flags, prefix="p"):
+        """Starts a waiter whose child logs `ident`, and returns it once its ticket is in the queue."""
+        before = set(self.tickets(prefix))
+        waiter = self.start_lock(*flags, prefix, f"echo {ident} >> {self.path('order')}")
+        wait_for(lambda: set(self.tickets(prefix)) - before or waiter.poll() is not None,
+                 what=f"waiter {ident}'s ticket")
+        if waiter.poll() is not None:
+            self.fail(f"waiter {ident} ended early: {self.finish(waiter)}")
+        return waiter
+
+    def kill(self, proc):
+        proc.kill()
+        proc.communicate()
+
+    def order(self):
+        return read_file(self.path("order")).split()
+
+    def test_waiters_run_in_arrival_order(self):
+        holder = self.hold()
+        waiters = [self.queue_up(i) for i in range(1, 6)]
+        self.release()
+        self.assert_succeeds(holder)
+        for w in waiters:
+            self.assert_succeeds(w)
+        self.assertEqual(self.order(), ["1", "2", "3", "4", "5"])
+        self.assertEqual(os.listdir(self.state), [])
+
+    def test_freed_lock_passes_to_the_waiter_promptly(self):
+        holder = self.hold()
+        waiter = self.queue_up(1)
+        released = self.release()
+        self.wait_file("order", "1")
+        handoff = time.monotonic() - released
+        self.assertLess(handoff, 1.0 * SLOW)
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+
+    def test_waiter_killed_while_waiting_does_not_block_those_behind_it(self):
+        holder = self.hold()
+        waiters = {i: self.queue_up(i) for i in range(1, 6)}
+        # One at the head of the queue, one in the middle, and two in a row; their tickets stay
+        # behind, no longer locked by anyone.
+        for i in (1, 3, 4):
+            self.kill(waiters[i])
+        self.release()
+        self.assert_succeeds(holder)
+        for i in (2, 5):
+            self.assert_succeeds(waiters[i])
+        self.assertEqual(self.order(), ["2", "5"])
+        self.assertEqual(os.listdir(self.state), [])
+
+    def test_ticket_left_by_a_killed_waiter_does_not_block_a_newcomer(self):
+        holder = self.hold()
+        dead = self.queue_up("dead")
+        self.kill(dead)
+        self.assertEqual(len(self.tickets()), 1)
+        newcomer = self.queue_up("new")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(newcomer)
+        self.assertEqual(self.order(), ["new"])
+        self.assertEqual(os.listdir(self.state), [])
+
+    def test_ticket_left_by_a_killed_waiter_is_cleaned_up(self):
+        holder = self.hold()
+        dead = self.queue_up("dead")
+        self.kill(dead)
+        self.assertEqual(len(self.tickets()), 1)
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(os.listdir(self.state), [])
+        r = self.run_lock("-timeout", "5s", "p", f"echo new >> {self.path('order')}")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.order(), ["new"])
+
+    def test_timeout_while_held_gives_up_and_names_the_holder(self):
+        holder = self.hold()
+        ran = self.path("ran")
+        start = time.monotonic()
+        r = self.run_lock("-timeout", "200ms", "p", f"touch {ran}")
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 1)
+        self.assertGreaterEqual(elapsed, 0.2)
+        self.assertLess(elapsed, 2.0 * SLOW)
+        self.assertTrue(r.stderr.startswith(
+            f"lock: timed out waiting for prefix 'p'; held by pid {holder.pid} on "
+            f"{socket.gethostname()} since "), r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertFalse(os.path.exists(ran))
+        self.assertEqual(self.tickets(), [])
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_waiter_timing_out_in_the_queue_leaves_it_intact(self):
+        holder = self.hold()
+        first = self.queue_up(1)
+        quitter = self.queue_up(2, "-timeout", "300ms")
+        last = self.queue_up(3)
+        code, _, err = self.finish(quitter)
+        self.assertEqual(code, 1)
+        self.assertTrue(err.startswith(
+            f"lock: timed out waiting for prefix 'p'; held by pid {holder.pid} on "), err)
+        self.assertEqual(len(self.tickets()), 2)
+        self.release()
+        for w in (holder, first, last):
+            self.assert_succeeds(w)
+        self.assertEqual(self.order(), ["1", "3"])
+        self.assertEqual(os.listdir(self.state), [])
+
+    def test_try_is_the_same_timeout(self):
+        holder = self.hold()
+        r = self.run_lock("-try", "200ms", "p", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("timed out waiting for prefix 'p'", r.stderr)
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_waiter_with_a_timeout_acquires_if_freed_in_time(self):
+        holder = self.hold()
+        waiter = self.queue_up(1, "-timeout", "30s")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+        self.assertEqual(self.order(), ["1"])
+
+    def test_timeout_zero_waits_until_released(self):
+        holder = self.hold()
+        waiter = self.queue_up(1, "-timeout", "0")
+        # Well past any short timeout it is still waiting, not failing.
+        with self.assertRaises(subprocess.TimeoutExpired):
+            waiter.wait(timeout=1.0)
+        self.assertEqual(self.order(), [])
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+        self.assertEqual(self.order(), ["1"])
+
+    def test_other_prefixes_are_not_blocked(self):
+        holder = self.hold()
+        for other in ("q", "p/sub", "pp"):
+            with self.subTest(prefix=other):
+                r = self.run_lock("-timeout", "5s", other, f"echo {other} >> {self.path('order')}")
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(self.order(), ["q", "p/sub", "pp"])
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_semaphore_waiter_takes_the_first_slot_freed(self):
+        first = self.hold("-n", "2", gate="first")
+        second = self.hold("-n", "2", gate="second")
+        waiter = self.queue_up(1, "-n", "2")
+        # Freeing either slot is enough: the first holder keeps its own.
+        self.release("second")
+        self.assert_succeeds(second)
+        self.assert_succeeds(waiter)
+        self.assertEqual(self.order(), ["1"])
+        self.assertIsNone(first.poll())
+        self.release("first")
+        self.assert_succeeds(first)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,225 @@
+"""Supervision of the child tree: signals to lock reach the child, every process the child started
+stops with it, and the lock is never handed on while any of them still runs."""
+
+import json
+import os
+import signal
+import time
+import unittest
+
+from harness import (SLOW, LockTestCase, group_members, pid_alive, proc_stat, read_file, send,
+                     wait_for)
+
+STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
+PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM]
+
+# The sleeps get the group's signals too; the shell's report of them ("Terminated") is not ours.
+LOOP = "while :; do sleep 0.05; done 2>/dev/null"
+
+
+def name(sig):
+    return signal.Signals(sig).name
+
+
+def default_signals():
+    """lock starts as from an interactive shell even when these tests run in the background of a
+    script, which ignores SIGINT and SIGQUIT for its jobs: a shell cannot trap a signal that was
+    ignored when it started, so the child would not see them."""
+    for sig in STOP_SIGNALS + PASSED_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def short(sig):
+    """The name `trap` and `kill` use: TERM for SIGTERM."""
+    return name(sig)[3:]
+
+
+class SignalTestCase(LockTestCase):
+
+    def start(self, *args):
+        # The scratch directory as working directory keeps any core dump out of the source tree.
+        return self.start_lock(*args, cwd=self.tmp, preexec_fn=default_signals)
+
+    def pid_from(self, file):
+        return int(self.wait_file(file, "\n").strip())
+
+    def assert_released(self, prefix="p"):
+        r = self.run_lock("-timeout", "2s", "-shell=false", prefix, "echo", "next")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "next\n", ""))
+        self.assertEqual(self.prefix_files(prefix), [])
+
+    def kill_later(self, pid):
+        """Makes sure a process the test started indirectly is gone when the test ends (and only
+        that process: its start time tells it from a later one with the same pid)."""
+        fields = proc_stat(pid)
+        started = fields[19] if fields else None
+
+        def kill():
+            fields = proc_stat(pid)
+            if fields and fields[19] == started and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.addCleanup(kill)
+
+
+class ForwardingTest(SignalTestCase):
+
+    def test_stop_signals_are_forwarded_and_end_the_run(self):
+        for sig in STOP_SIGNALS:
+            with self.subTest(signal=name(sig)):
+                got, ready = self.path(f"got-{name(sig)}"), self.path(f"ready-{name(sig)}")
+                traps = "; ".join(f"trap 'echo {short(s)} > {got}; exit 0' {short(s)}"
+                                  for s in STOP_SIGNALS)
+                p = self.start("p", f"{traps}; echo $$ > {ready}; {LOOP}")
+                self.pid_from(f"ready-{name(sig)}")
+                send(p, sig)
+                rc, out, err = self.finish(p)
+                self.assertEqual((rc, err), (0, ""))
+                self.assertEqual(read_file(got), short(sig) + "\n")
+                self.assert_released()
+
+    def test_a_child_that_ignores_sigterm_is_killed_after_kill_after(self):
+        kill_after = 1.0
+        p = self.start("-kill-after", "1s", "-preserve-status", "p",
+                       f"trap '' TERM; echo $$ > {self.path('pid')}; {LOOP}")
+        child = self.pid_from("pid")
+        start = time.monotonic()
+        send(p, signal.SIGTERM)
+        wait_for(lambda: not pid_alive(child), kill_after + 5, "the child to die")
+        died = time.monotonic() - start
+        self.assertGreaterEqual(died, kill_after, "SIGKILL came before -kill-after")
+        self.assertLessEqual(died, kill_after + 2 * SLOW, "SIGKILL came late")
+        self.assertEqual(self.finish(p)[0], 128 + signal.SIGKILL)
+        self.assert_released()
+
+    def test_sigterm_stops_every_process_of_a_dash_child(self):
+        # dash starts both sleeps itself and passes SIGTERM to neither: only a signal to the whole
+        # group stops them. The long -kill-after shows SIGTERM did it, not the SIGKILL.
+        p = self.start("-kill-after", "60s", "p", f"echo $$ > {self.path('pid')}; "
+                                                  "sleep 1000 & sleep 1000")
+        group = self.pid_from("pid")
+        sleeps = wait_for(lambda: (lambda m: m if len(m) >= 2 else None)(
+            [pid for pid in group_members(group) if read_file(f"/proc/{pid}/comm") == "sleep\n"]),
+            what="both sleeps")
+        send(p, signal.SIGTERM)
+        wait_for(lambda: not any(map(pid_alive, [group, *sleeps])), 10, "the tree to stop")
+        self.assertEqual(self.finish(p, timeout=10)[0], 0)
+        self.assertEqual(group_members(group), [])
+        self.assert_released()
+
+    def test_other_signals_are_forwarded_without_stopping_the_child(self):
+        log, stop = self.path("log"), self.path("stop")
+        traps = "; ".join(f"trap 'echo {short(s)} >> {log}' {short(s)}" for s in PASSED_SIGNALS)
+        p = self.start("p", f"{traps}; echo $$ > {self.path('pid')}; "
+                            f"while [ ! -e {stop} ]; do sleep 0.05; done 2>/dev/null; "
+                            "echo finished")
+        child = self.pid_from("pid")
+        expected = ""
+        for sig in PASSED_SIGNALS:
+            send(p, sig)
+            expected += short(sig) + "\n"
+            self.wait_file("log", expected)
+            self.assertIsNone(p.poll())
+            self.assertTrue(pid_alive(child))
+        open(stop, "w").close()
+        self.assertEqual(self.finish(p), (0, "finished\n", ""))
+        self.assertEqual(read_file(log), expected)
+
+
+class WaitingTest(SignalTestCase):
+
+    def test_stop_signal_while_waiting_ends_the_wait(self):
+        go = self.path("go")
+        holder = self.start("p", f"echo held > {self.path('held')}; "
+                                 f"while [ ! -e {go} ]; do sleep 0.02; done")
+        self.wait_file("held")
+        for sig in STOP_SIGNALS:
+            with self.subTest(signal=name(sig)):
+                marker = self.path(f"ran-{name(sig)}")
+                waiter = self.start("p", "touch", marker)
+                wait_for(lambda: self.ticket_of(waiter.pid), what="the waiter's ticket")
+                start = time.monotonic()
+                send(waiter, sig)
+                rc, out, err = self.finish(waiter)
+                self.assertLess(time.monotonic() - start, 2 * SLOW)
+                self.assertEqual((rc, out, err), (1, "", f"lock: interrupted by {name(sig)} "
+                                                         "while waiting for the lock\n"))
+                self.assertEqual([f for f in self.prefix_files("p") if f.startswith("q.")], [])
+                self.assertFalse(os.path.exists(marker))
+        self.assertIsNone(holder.poll())
+        open(go, "w").close()
+        self.assertEqual(self.finish(holder)[0], 0)
+        self.assertEqual(self.prefix_files("p"), [])
+
+    def ticket_of(self, pid):
+        for f in self.prefix_files("p"):
+            if f.startswith("q."):
+                try:
+                    if json.loads(read_file(os.path.join(self.state, "p", f)))["pid"] == pid:
+                        return f
+                except ValueError:
+                    pass  # still being written
+        return None
+
+
+class LeftoversTest(SignalTestCase):
+
+    def test_lock_ends_once_the_background_processes_are_gone(self):
+        p = self.start("-kill-after", "60s", "p", f"sleep 1000 & echo $! > {self.path('bg')}")
+        rc, out, err = self.finish(p, timeout=10)
+        self.assertEqual((rc, out, err), (0, "", ""))
+        self.assertFalse(pid_alive(int(read_file(self.path("bg")))))
+        self.assert_released()
+
+    def test_lock_is_held_until_the_last_leftover_ends(self):
+        # It ignores SIGTERM from the start, so it outlives the child until the test kills it.
+        p = self.start("-kill-after", "60s", "p",
+                       "trap '' TERM; "
+                       f"sh -c 'echo $$ > {self.path('bg')}; while :; do sleep 0.05; done' &")
+        leftover = self.pid_from("bg")
+        self.kill_later(leftover)
+        r = self.run_lock("-timeout", "300ms", "p", "touch", self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.startswith("lock: timed out waiting for prefix 'p'"), r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertIsNone(p.poll())
+        os.kill(leftover, signal.SIGKILL)
+        self.assertEqual(self.finish(p), (0, "", ""))
+        self.assert_released()
+
+
+class KilledLockTest(SignalTestCase):
+
+    def test_sigkill_to_lock_kills_the_whole_tree(self):
+        p = self.start("p", f"echo $$ > {self.path('child')}; "
+                            f"sleep 1000 & echo $! > {self.path('bg')}; sleep 1000")
+        child, bg = self.pid_from("child"), self.pid_from("bg")
+        self.kill_later(child)
+        self.kill_later(bg)
+        send(p, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(child) and not pid_alive(bg), 1.0, "the tree to die")
+        p.wait()
+        self.assert_released()
+
+    def test_lock_is_not_handed_on_while_an_escaped_process_lives(self):
+        p = self.start("p", f"setsid sh -c 'echo $$ > {self.path('escaped')}; exec sleep 1000' & "
+                            f"echo $$ > {self.path('child')}; sleep 1000")
+        escaped, child = self.pid_from("escaped"), self.pid_from("child")
+        self.kill_later(escaped)
+        self.kill_later(child)
+        self.assertNotEqual(os.getsid(escaped), os.getsid(child), "it did not escape")
+        send(p, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(child), 1.0, "the child to die")
+        p.wait()
+        self.assertTrue(pid_alive(escaped))
+        r = self.run_lock("-timeout", "300ms", "p", "touch", self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.startswith("lock: timed out waiting for prefix 'p'"), r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertTrue(pid_alive(escaped))
+        os.kill(escaped, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(escaped), what="the escaped process to die")
+        self.assert_released()
+
+
+if __name__ == "__main__":
+    unittest.main()
