@@ -83,11 +83,11 @@ Meta PrefixDir::read_meta() const {
 }
 
 void PrefixDir::write_meta(const Meta& m) const {
-  char buf[128];
-  int n = std::snprintf(buf, sizeof buf, "limit %d fence %" PRIu64 " next %" PRIu64 "\n", m.limit,
-                        m.fence, m.next_ticket);
-  if (pwrite(meta_.get(), buf, n, 0) != n || ftruncate(meta_.get(), n) < 0)
-    throw sys_error("cannot write " + path("meta"));
+  // Always the same length, so an overwrite never needs a truncate.
+  char buf[80];
+  int n = std::snprintf(buf, sizeof buf, "limit %10d fence %20" PRIu64 " next %20" PRIu64 "\n",
+                        m.limit, m.fence, m.next_ticket);
+  if (pwrite(meta_.get(), buf, n, 0) != n) throw sys_error("cannot write " + path("meta"));
 }
 
 std::string PrefixDir::ticket_file(std::uint64_t number) {
@@ -107,18 +107,21 @@ std::vector<std::uint64_t> PrefixDir::tickets() const {
   return numbers;
 }
 
-bool PrefixDir::is_idle() const {
-  bool idle = true;
+bool PrefixDir::any_locked(bool tickets_only) const {
+  bool locked = false;
   for_each_entry(dir_.get(), [&](const char* name) {
-    if (!idle || std::string_view(name) == "meta") return;
+    if (locked || std::string_view(name) == "meta" || (tickets_only && !starts_with(name, "q.")))
+      return;
     UniqueFd fd(openat(dir_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd && is_locked_elsewhere(fd.get())) idle = false;
+    if (fd && is_locked_elsewhere(fd.get())) locked = true;
   });
-  return idle;
+  return locked;
 }
 
+bool PrefixDir::someone_waits() const { return any_locked(true); }
+
 bool PrefixDir::remove_if_idle() {
-  if (!is_idle()) return false;
+  if (any_locked(false)) return false;
   for_each_entry(dir_.get(), [&](const char* name) {
     if (starts_with(name, "q.") || starts_with(name, "slot.")) unlinkat(dir_.get(), name, 0);
   });

@@ -34,7 +34,8 @@ class PrefixDir {
   Meta read_meta() const;
   void write_meta(const Meta& meta) const;
 
-  std::vector<std::uint64_t> tickets() const;  // ascending
+  std::vector<std::uint64_t> tickets() const;  // ascending, those of dead waiters included
+  bool someone_waits() const;                  // is any ticket still locked by its waiter?
   static std::string ticket_file(std::uint64_t number);
   static std::string slot_file(int slot);
 
@@ -46,7 +47,7 @@ class PrefixDir {
  private:
   PrefixDir(int state_fd, std::string path, std::string name)
       : state_fd_(state_fd), path_(std::move(path)), name_(std::move(name)) {}
-  bool is_idle() const;
+  bool any_locked(bool tickets_only) const;
 
   int state_fd_;
   std::string path_;  // of the prefix's directory
