@@ -225,6 +225,9 @@ Options parse_options(const std::vector<std::string>& args) {
   o.api.ssl = env_bool("CONSUL_HTTP_SSL", cli.ssl_text, false);
   o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", cli.ssl_verify_text, true);
 
+  // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
+  if (go.rest.size() > 1 && go.rest[1] == "--") go.rest.erase(go.rest.begin() + 1);
+
   // Consul's own wording where `consul lock` has one.
   if (o.limit <= 0) throw UsageError("Lock holder limit must be positive");
   if (go.rest.size() < 2) throw UsageError("Key prefix and child command must be specified");

@@ -224,6 +224,10 @@ class AcceptedSyntaxTest(LockTestCase):
         self.assertEqual(self.ok("-shell=false", "--", "-n", "printenv", "LOCK_PREFIX"), "-n\n")
         self.assertEqual(self.ok("--", "p", "echo", "hi"), "hi\n")
 
+    def test_double_dash_after_the_prefix_separates_the_child(self):
+        self.assertEqual(self.ok("-shell=false", "p", "--", "printf", "%s|", "--", "-n"),
+                         "--|-n|")
+
     def test_everything_after_the_prefix_belongs_to_the_child(self):
         self.assertEqual(self.ok("-shell=false", "p", "printf", "%s|", "-n", "5", "-timeout", "x",
                                  "--", "-bogus"),

@@ -82,8 +82,9 @@ class TerminalTest(LockTestCase):
             raise AssertionError(f"{e}; the terminal shows:\n{self.screen()}") from None
         self.assertEqual(self.wait_file("status", "\n"), "0\n")
 
+    @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash")
     def test_interactive_shell_reads_the_terminal(self):
-        lock = self.open_session("-pass-stdin", "--", "p", "sh")
+        lock = self.open_session("-pass-stdin", "p", "--", "bash", "--norc", "--noprofile")
         self.tmux("send-keys", "-t", "t", "echo held-$CONSUL_LOCK_HELD", "Enter")
         self.wait_screen("held-true")
         self.tmux("send-keys", "-t", "t", "exit", "Enter")

@@ -292,6 +292,14 @@ TEST_CASE("'--' ends the options, so the prefix may start with '-'") {
   CHECK(o.child == Args{"cmd"});
 }
 
+TEST_CASE("a '--' right after the prefix separates it from the child, as with flock(1)") {
+  EnvScope env;
+  Options o = parse_options({"-pass-stdin", "p", "--", "bash", "--", "x"});
+  CHECK(o.prefix == "p");
+  CHECK(o.child == Args{"bash", "--", "x"});
+  CHECK(error_of({"p", "--"}) == "Key prefix and child command must be specified");
+}
+
 TEST_CASE("the prefix is validated and cleaned") {
   EnvScope env;
   CHECK(parse_options({"a/b/", "cmd"}).prefix == "a/b");
