@@ -3,7 +3,7 @@
 set -eu
 
 packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev
-          python3 tmux util-linux procps"
+          python3 tmux util-linux procps groff-base zsh fish"
 # The benchmark's peers (flock is in util-linux).
 packages="$packages parallel"
 

@@ -19,8 +19,9 @@ const char* const kDescription = R"(Usage: lock [options] prefix child...
   Acquires a lock or semaphore at the given prefix and runs the child while
   holding it. The child starts only once the lock is held; it runs in its own
   process group with CONSUL_LOCK_HELD=true and the fencing token in
-  LOCK_FENCING_TOKEN. If the lock is lost, or lock is interrupted, the whole
-  child process group gets SIGTERM, then SIGKILL after -kill-after.
+  LOCK_FENCING_TOKEN. If the lock is lost, the child's process group gets
+  SIGTERM; if lock is interrupted, the signal is passed on. Whatever is left of
+  the child's processes after -kill-after gets SIGKILL.
 
   When -n=1, a single holder provides mutual exclusion. A higher value makes a
   semaphore with that many holders; everyone on a prefix must use the same -n.

@@ -1,0 +1,74 @@
+# fish completion for lock(1)
+
+# Prints the position (in `commandline -opc`) of the prefix, once it has been typed: the first
+# word that is not an option, or the word after "--". Fails while options may still come.
+function __fish_lock_prefix_index
+    set -l value_flags n name monitor-retry timeout try kill-after backend state-dir http-addr \
+        token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
+    set -l words (commandline -opc)
+    set -l skip 0
+    for i in (seq 2 (count $words))
+        set -l w $words[$i]
+        if test $skip = 1
+            set skip 0
+        else if test "$w" = --
+            set -l next (math $i + 1)
+            test $next -le (count $words); and echo $next; and return 0
+            return 1
+        else if string match -qr -- '^-.' $w
+            set -l name (string replace -r -- '^--?' '' $w)
+            if not string match -q -- '*=*' $name; and contains -- $name $value_flags
+                set skip 1
+            end
+        else
+            echo $i
+            return 0
+        end
+    end
+    return 1
+end
+
+# Completes the child's command line: the words after the prefix (and a "--" right after it).
+function __fish_lock_child
+    set -l prefix (__fish_lock_prefix_index); or return
+    set -l words (commandline -opc)
+    set -l child $words[(math $prefix + 1)..-1]
+    test "$child[1]" = --; and set -e child[1]
+    if set -q child[1]
+        __fish_complete_subcommand --commandline $child (commandline -ct)
+    else
+        __fish_complete_command
+    end
+end
+
+set -l options 'not __fish_lock_prefix_index >/dev/null'
+set -l durations '1s 5s 30s 5m 1h'
+
+complete -c lock -f
+complete -c lock -n '__fish_lock_prefix_index >/dev/null' -a '(__fish_lock_child)'
+
+complete -c lock -n $options -o n -x -d 'Limit of lock holders; above 1 the lock is a semaphore'
+complete -c lock -n $options -o name -x -d 'Name of the session'
+complete -c lock -n $options -o monitor-retry -x -d 'Times to retry a failing server while monitoring'
+complete -c lock -n $options -o timeout -x -a $durations -d 'Maximum time to wait for the lock'
+complete -c lock -n $options -o try -x -a $durations -d 'Maximum time to wait for the lock'
+complete -c lock -n $options -o shell -d 'Run the child with $SHELL -c (default true)'
+complete -c lock -n $options -o pass-stdin -d 'Give the child our stdin'
+complete -c lock -n $options -o child-exit-code -d 'Exit 2 if the child exited with an error'
+complete -c lock -n $options -o preserve-status -d "Exit with the child's own status"
+complete -c lock -n $options -o kill-after -x -a $durations -d 'Time between SIGTERM and SIGKILL'
+complete -c lock -n $options -o verbose -d 'Say what lock is doing, on stderr'
+complete -c lock -n $options -o backend -x -a 'local consul etcd zookeeper' -d 'Where the lock lives'
+complete -c lock -n $options -o state-dir -x -a '(__fish_complete_directories)' -d "Directory of the local backend's lock files"
+complete -c lock -n $options -o version -d 'Print the version and exit'
+complete -c lock -n $options -o h -o help -d 'Print the usage and exit'
+complete -c lock -n $options -o http-addr -x -d 'Address of the Consul agent'
+complete -c lock -n $options -o token -x -d 'ACL token to use in the request'
+complete -c lock -n $options -o token-file -r -F -d 'File containing the ACL token'
+complete -c lock -n $options -o ca-file -r -F -d 'CA file for TLS'
+complete -c lock -n $options -o ca-path -x -a '(__fish_complete_directories)' -d 'Directory of CA certificates for TLS'
+complete -c lock -n $options -o client-cert -r -F -d 'Client certificate for TLS'
+complete -c lock -n $options -o client-key -r -F -d 'Client key for TLS'
+complete -c lock -n $options -o tls-server-name -x -d 'Server name to use as the SNI host for TLS'
+complete -c lock -n $options -o datacenter -x -d 'Datacenter to query'
+complete -c lock -n $options -o stale -d 'Let any Consul server answer reads'
