@@ -7,9 +7,7 @@ namespace lk {
 std::unique_ptr<Backend> make_backend(const Options& o) {
   if (o.backend == "local") return std::make_unique<LocalBackend>(o.state_dir, o.state_dir_is_default);
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +
-              (o.api_flags_given.empty() ? "-backend " + o.backend
-                                         : o.api_flags_given.front() + " selects it") +
-              "); use -backend local");
+              o.backend_chosen_by + "); use -backend local");
 }
 
 }  // namespace lk

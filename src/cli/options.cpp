@@ -168,11 +168,20 @@ bool env_bool(const char* env, const std::string& text, bool fallback) {
   return *b;
 }
 
-void choose_backend(Options& o, bool state_dir_flag) {
+void choose_backend(Options& o, bool backend_flag, bool state_dir_flag) {
   bool any_api_flag = !o.api_flags_given.empty();
   const char* consul_addr = std::getenv("CONSUL_HTTP_ADDR");
-  if (o.backend.empty())
-    o.backend = any_api_flag || (consul_addr && *consul_addr) ? "consul" : "local";
+  if (!o.backend.empty()) {
+    o.backend_chosen_by = backend_flag ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
+  } else if (any_api_flag) {
+    o.backend = "consul";
+    o.backend_chosen_by = o.api_flags_given.front() + " selects it";
+  } else if (consul_addr && *consul_addr) {
+    o.backend = "consul";
+    o.backend_chosen_by = "CONSUL_HTTP_ADDR is set";
+  } else {
+    o.backend = "local";
+  }
   static const std::vector<std::string> known = {"local", "consul", "etcd", "zookeeper"};
   if (std::find(known.begin(), known.end(), o.backend) == known.end())
     throw UsageError("unknown backend '" + o.backend +
@@ -243,9 +252,10 @@ Options parse_options(const std::vector<std::string>& args) {
     for (const auto& word : o.child) joined += (joined.empty() ? "" : " ") + word;
     o.name = "lock for '" + joined + "' at '" + o.prefix + "'";
   }
-  bool state_dir_flag = std::any_of(go.flags.begin(), go.flags.end(),
-                                    [](const auto& f) { return f.first == "state-dir"; });
-  choose_backend(o, state_dir_flag);
+  auto given = [&](const char* flag) {
+    return std::any_of(go.flags.begin(), go.flags.end(), [&](const auto& f) { return f.first == flag; });
+  };
+  choose_backend(o, given("backend"), given("state-dir"));
   return o;
 }
 

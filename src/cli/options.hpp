@@ -25,6 +25,7 @@ struct Options {
   bool verbose = false;
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
   std::string backend;  // local, consul, etcd, zookeeper
+  std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...
   std::string state_dir;
   bool state_dir_is_default = true;
   ApiOptions api;

@@ -17,7 +17,6 @@ struct RunResult {
   ChildEnd child;
   int exec_error = 0;               // errno when the child could not be started
   std::optional<std::string> lost;  // why the hold was lost, if it was
-  int stop_signal = 0;              // the signal that told us to stop, if any
 };
 
 // Exit status of lock once the child ran and the lock was released:

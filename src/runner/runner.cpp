@@ -9,12 +9,6 @@
 #include "util/log.hpp"
 
 namespace lk {
-namespace {
-
-std::string signal_name(int sig) { return std::string("SIG") + sigabbrev_np(sig); }
-
-}  // namespace
-
 int run(const Options& o) {
   Signals signals;  // first, so that no signal is missed while we wait
   auto backend = make_backend(o);

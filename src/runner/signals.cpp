@@ -8,10 +8,12 @@
 namespace lk {
 namespace {
 
-// Stop signals, the ones forwarded to the child, SIGCHLD for reaping, job control (^Z and fg),
-// and SIGTTOU so that giving the terminal back from the background does not stop us.
-constexpr int kHandled[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
-                            SIGWINCH, SIGALRM, SIGCHLD, SIGTSTP, SIGCONT, SIGTTOU};
+// Stop signals and the ones forwarded to the child: these honour an ignored disposition we
+// inherited.
+constexpr int kForwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
+// Always ours: SIGCHLD for reaping, job control (^Z and fg), and SIGTTOU so that giving the
+// terminal back from the background does not stop us.
+constexpr int kOwn[] = {SIGCHLD, SIGTSTP, SIGCONT, SIGTTOU};
 
 bool ignored(int sig) {
   struct sigaction current;
@@ -25,8 +27,11 @@ Signals::Signals() {
   sigemptyset(&set);
   // A signal we were started with ignored (nohup; ^C for a background job of a script) stays
   // ignored, by us and by the child, as it would for any other program.
-  for (int sig : kHandled)
+  for (int sig : kForwarded)
     if (!ignored(sig)) sigaddset(&set, sig);
+  for (int sig : kOwn) sigaddset(&set, sig);
+  // An ignored SIGCHLD (left by a parent) would have the kernel reap our children behind our back.
+  signal(SIGCHLD, SIG_DFL);
   if (sigprocmask(SIG_BLOCK, &set, &original_) < 0) throw sys_error("sigprocmask");
   fd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!fd_) throw sys_error("signalfd");
@@ -61,6 +66,11 @@ int Signals::take_stop_signal() {
 
 bool Signals::is_stop(int sig) {
   return sig == SIGHUP || sig == SIGINT || sig == SIGQUIT || sig == SIGTERM;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
 }  // namespace lk

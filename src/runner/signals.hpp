@@ -3,6 +3,7 @@
 // handled asynchronously.
 #include <signal.h>
 
+#include <string>
 #include <vector>
 
 #include "util/unique_fd.hpp"
@@ -31,5 +32,7 @@ class Signals {
   bool pipe_was_default_ = true;
   UniqueFd fd_;
 };
+
+std::string signal_name(int sig);  // "SIGTERM"
 
 }  // namespace lk

@@ -5,7 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <fstream>
 
 #include "cli/duration.hpp"
@@ -20,11 +19,6 @@ ChildEnd child_end(const siginfo_t& info) {
   return {signaled, info.si_status};
 }
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
 }  // namespace
 
 Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
@@ -34,9 +28,10 @@ Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
 RunResult Supervisor::run(const ChildSpec& spec) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
   Foreground foreground(spec.take_terminal);
-  foreground_ = spec.take_terminal;
+  foreground_ = &foreground;
   Spawned spawned = spawn_child(spec, signals_, watchdog_);
   child_ = spawned.pid;
+  foreground.set_child(child_);
   child_running_ = true;
   verbose("started the child, pid {}: {}", child_, fmt::join(spec.argv, " "));
   if (spawned.exec_error) result_.exec_error = spawned.exec_error;
@@ -70,7 +65,6 @@ void Supervisor::on_signal(int sig) {
   if (sig == SIGCHLD) return reap();
   if (sig == SIGTTOU) return;
   if (Signals::is_stop(sig) && !stopping_) {
-    result_.stop_signal = sig;
     return stop(sig, "received " + signal_name(sig));
   }
   if (killing_) return;
@@ -82,7 +76,7 @@ void Supervisor::on_signal(int sig) {
 void Supervisor::on_loss() {
   if (auto why = hold_.check_loss()) {
     result_.lost = *why;
-    stop(SIGTERM, "lock lost: " + *why);
+    if (!stopping_) stop(SIGTERM, "lock lost: " + *why);
   }
 }
 
@@ -95,15 +89,12 @@ void Supervisor::reap() {
       tree_gone_ = true;  // ECHILD: nothing of the tree is left
       return;
     }
-    if (info.si_pid == 0) {  // some remain, none has exited: is it only the watchdog?
-      tree_gone_ = only_watchdog_left();
-      if (tree_gone_) return;
-      break;
-    }
+    if (info.si_pid == 0) break;  // some remain, none has exited
     if (info.si_code == CLD_STOPPED) {
       bool job_control = info.si_status == SIGTSTP || info.si_status == SIGTTIN ||
                          info.si_status == SIGTTOU;
-      if (info.si_pid == child_ && job_control && (foreground_ || tstp_forwarded_)) suspend();
+      if (info.si_pid == child_ && job_control && (foreground_->active() || tstp_forwarded_))
+        suspend();
       continue;
     }
     if (info.si_pid == child_) {
@@ -125,9 +116,9 @@ void Supervisor::reap() {
 void Supervisor::suspend() {
   tstp_forwarded_ = false;
   verbose("the child was suspended; suspending too");
-  if (foreground_) tcsetpgrp(STDIN_FILENO, getpgrp());
-  raise(SIGSTOP);
-  if (foreground_ && tcgetpgrp(STDIN_FILENO) == getpgrp()) tcsetpgrp(STDIN_FILENO, child_);
+  foreground_->give_back();
+  kill(0, SIGSTOP);  // our whole group, as the terminal would have stopped the job (a script too)
+  foreground_->hand_over();
   verbose("continued; continuing the child");
   kill(-child_, SIGCONT);
 }
@@ -139,24 +130,13 @@ void Supervisor::stop(int sig, const std::string& why) {
   signal_tree(sig);
 }
 
-std::vector<pid_t> Supervisor::children() const {
-  std::ifstream list("/proc/self/task/" + std::to_string(getpid()) + "/children");
-  std::vector<pid_t> pids;
-  for (pid_t pid; list >> pid;) pids.push_back(pid);
-  return pids;
-}
-
-bool Supervisor::only_watchdog_left() const {
-  auto pids = children();
-  return std::all_of(pids.begin(), pids.end(), [&](pid_t p) { return p == watchdog_.pid(); });
-}
-
 // The child's process group, and any of our children that left it (they are orphans of the tree
 // we adopted): their pids cannot be reused before we reap them, so signalling them is safe.
 void Supervisor::signal_tree(int sig) {
   kill(-child_, sig);
-  for (pid_t pid : children())
-    if (pid != watchdog_.pid() && getpgid(pid) != child_) kill(pid, sig);
+  std::ifstream children("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  for (pid_t pid; children >> pid;)
+    if (getpgid(pid) != child_) kill(pid, sig);
 }
 
 }  // namespace lk

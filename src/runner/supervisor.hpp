@@ -5,6 +5,7 @@
 #include "runner/child.hpp"
 #include "runner/exit_status.hpp"
 #include "runner/signals.hpp"
+#include "runner/terminal.hpp"
 #include "runner/watchdog.hpp"
 
 namespace lk {
@@ -18,7 +19,7 @@ namespace lk {
 //   kill deadline   SIGKILL to whatever of the tree is left
 // and it returns only once the whole child tree is gone: we are its subreaper, so every process
 // it started, even one that left its process group, becomes our child when orphaned, and the
-// tree is gone when the watchdog is our only child left.
+// tree is gone when we have no child left.
 class Supervisor {
  public:
   Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, std::chrono::nanoseconds kill_after);
@@ -31,8 +32,6 @@ class Supervisor {
   void stop(int sig, const std::string& why);
   void suspend();
   void signal_tree(int sig);
-  std::vector<pid_t> children() const;  // ours, the watchdog included
-  bool only_watchdog_left() const;
 
   Signals& signals_;
   Hold& hold_;
@@ -44,7 +43,7 @@ class Supervisor {
   bool tree_gone_ = false;
   bool stopping_ = false;
   bool killing_ = false;
-  bool foreground_ = false;      // the child's group owns the terminal
+  Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
   bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
   Deadline kill_at_ = Deadline::never();
 };

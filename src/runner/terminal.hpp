@@ -10,12 +10,21 @@ class Foreground {
   // True when stdin is a terminal whose foreground group is ours.
   static bool available();
   explicit Foreground(bool active) : active_(active) {}
-  ~Foreground();  // gives the terminal back to our group
+  ~Foreground() { give_back(); }
   Foreground(const Foreground&) = delete;
   Foreground& operator=(const Foreground&) = delete;
 
+  void set_child(pid_t pgid) { child_ = pgid; }
+  // Gives the terminal back to our group, but only if the child's group still has it: if the
+  // user's shell took it (we were put in the background), taking it would rob the shell.
+  void give_back();
+  // After we were continued: hands the terminal to the child again if we are in the foreground.
+  void hand_over();
+  bool active() const { return active_; }
+
  private:
   bool active_;
+  pid_t child_ = -1;
 };
 
 }  // namespace lk

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -53,9 +54,14 @@ Watchdog::Watchdog() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
   UniqueFd theirs(sv[1]);
   socket_.reset(sv[0]);
-  pid_ = fork();
-  if (pid_ < 0) throw sys_error("cannot start the watchdog");
-  if (pid_ == 0) watch(sv[1]);
+  pid_t middle = fork();
+  if (middle < 0) throw sys_error("cannot start the watchdog");
+  if (middle == 0) {
+    if (fork() == 0) watch(sv[1]);  // adopted by init (or an outer subreaper) once middle exits
+    _exit(0);
+  }
+  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 namespace {
@@ -84,12 +90,9 @@ void Watchdog::keep_open(int fd) {
   if (!send_message(socket_.get(), {kKeepOpen, 0}, fd)) throw sys_error("cannot reach the watchdog");
 }
 
-void Watchdog::guard_me() const {
-  if (!send_message(socket_.get(), {kGuard, getpid()})) _exit(1);
-}
+bool Watchdog::guard_me() const { return send_message(socket_.get(), {kGuard, getpid()}); }
 
-void Watchdog::disarm() {
-  if (!send_message(socket_.get(), {kDisarm, 0})) throw sys_error("cannot reach the watchdog");
-}
+// A watchdog that is gone has nothing left to disarm.
+void Watchdog::disarm() { send_message(socket_.get(), {kDisarm, 0}); }
 
 }  // namespace lk

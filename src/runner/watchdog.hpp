@@ -11,25 +11,23 @@ namespace lk {
 
 class Watchdog {
  public:
-  // Forks the watchdog. It is our child; the supervisor knows to ignore it when it waits for the
-  // child tree to be gone. Forked before we wait for the lock, so that it costs nothing while we
-  // hold it.
+  // Forks the watchdog, detached: it is not our child, so "no children left" means the child tree
+  // is gone. Forked before we wait for the lock, so that it costs nothing while we hold it, and
+  // before we become a subreaper, so that it is not adopted by us.
   Watchdog();
   // Closing while guarding is what kills the group: an exception that leaves the tree running
   // ends in the safe state.
   ~Watchdog() = default;
 
-  pid_t pid() const { return pid_; }
   // Keeps a copy of `fd` open until we are gone. Closing an inotify descriptor waits for an RCU
   // grace period, milliseconds that nobody should wait for; the watchdog pays them instead.
   void keep_open(int fd);
   // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
   // vanish, its process group dies, even before we learn its pid.
-  void guard_me() const;
+  bool guard_me() const;
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
  private:
-  pid_t pid_ = -1;
   UniqueFd socket_;
 };
 

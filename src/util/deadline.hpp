@@ -13,7 +13,12 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   static Deadline never() { return Deadline(); }
-  static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
+  // A duration too long to add to now (Go durations reach 292 years) is as good as never.
+  static Deadline after(std::chrono::nanoseconds d) {
+    auto now = Clock::now();
+    if (d > Clock::time_point::max() - now) return never();
+    return Deadline(now + d);
+  }
   explicit Deadline(Clock::time_point at) : at_(at) {}
 
   bool passed() const { return at_ && Clock::now() >= *at_; }

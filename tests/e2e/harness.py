@@ -47,6 +47,11 @@ def read_file(path):
         return ""
 
 
+def prefixes_left(state):
+    """What is left in a state directory besides its fencing counter, which stays for good."""
+    return sorted(f for f in os.listdir(state) if f != "fence") if os.path.isdir(state) else []
+
+
 class LockTestCase(unittest.TestCase):
     """Each test gets its own state directory and scratch directory, and every process it started
     is gone when it ends."""
@@ -122,6 +127,9 @@ class LockTestCase(unittest.TestCase):
         code, _, err = self.finish(proc)
         self.assertEqual((code, err), (0, ""))
 
+    def prefixes_left(self):
+        return prefixes_left(self.state)
+
     def prefix_files(self, prefix):
         d = os.path.join(self.state, prefix.replace("/", "%2F"))
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
@@ -131,7 +139,8 @@ def send(proc, sig):
     os.kill(proc.pid, sig)
 
 
-__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "pid_alive", "read_file", "send", "signal"]
+__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "pid_alive", "read_file", "send", "signal",
+           "prefixes_left"]
 
 
 def proc_stat(pid):

@@ -47,7 +47,7 @@ class ExclusionTest(LockTestCase):
         for event in events:
             self.assertIn(event[0], ("enter", "exit"), event)
         # The last one out removes the prefix's files, whatever order they left in.
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
         return events
 
     @staticmethod

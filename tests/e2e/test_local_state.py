@@ -13,7 +13,7 @@ import subprocess
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, read_file, wait_for
+from harness import LOCK, SLOW, LockTestCase, prefixes_left, read_file, wait_for
 
 
 def group_members(pgid):
@@ -91,7 +91,7 @@ class LocalStateTest(LockTestCase):
             r = self.run_lock("p", f"echo $LOCK_FENCING_TOKEN >> {tokens}")
             self.assertEqual((r.returncode, r.stderr), (0, ""))
             # The prefix's files went with the last one out, counter included.
-            self.assertEqual(os.listdir(self.state), [])
+            self.assertEqual(self.prefixes_left(), [])
         values = [int(t) for t in read_file(tokens).split()]
         self.assertEqual(len(values), 6)
         for earlier, later in zip(values, values[1:]):
@@ -178,7 +178,7 @@ class LocalStateTest(LockTestCase):
     def test_last_one_out_removes_the_prefix_directory(self):
         r = self.run_lock("p", "true")
         self.assertEqual(r.returncode, 0)
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
         holder = self.hold("-n", "2", gate="first")
         second = self.hold("-n", "2", gate="second")
         waiter = self.start_lock("-n", "2", "p", "true")
@@ -191,7 +191,7 @@ class LocalStateTest(LockTestCase):
         self.release("first")
         self.assert_succeeds(holder)
         self.assertTrue(os.path.isdir(self.state))
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     # A killed lock.
 
@@ -226,7 +226,7 @@ class LocalStateTest(LockTestCase):
         self.kill_holder("-n", "2")
         r = self.run_lock("-timeout", "10s", "-n", "1", "p", "true")
         self.assertEqual((r.returncode, r.stderr), (0, ""))
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     # Names and permissions.
 
@@ -236,7 +236,8 @@ class LocalStateTest(LockTestCase):
         for prefix, directory in cases.items():
             with self.subTest(prefix=prefix):
                 listing = self.path("listing")
-                r = self.run_lock(prefix, f"ls {self.state} > {listing}; echo $LOCK_KEY >> {listing}")
+                r = self.run_lock(prefix, f"ls -I fence {self.state} > {listing}; "
+                                          f"echo $LOCK_KEY >> {listing}")
                 self.assertEqual((r.returncode, r.stderr), (0, ""))
                 self.assertEqual(read_file(listing).splitlines(),
                                  [directory, os.path.join(self.state, directory, "slot.0")])
@@ -251,7 +252,7 @@ class LocalStateTest(LockTestCase):
                     r = self.run_lock("p", "true", env=dict(self.env, LOCK_STATE_DIR=state))
                 self.assertEqual((r.returncode, r.stderr), (0, ""))
                 self.assertEqual(stat.S_IMODE(os.stat(state).st_mode), 0o700)
-                self.assertEqual(os.listdir(state), [])
+                self.assertEqual(prefixes_left(state), [])
 
     def test_prefix_directory_that_is_a_symlink_is_refused(self):
         elsewhere = self.path("elsewhere")
@@ -270,45 +271,55 @@ class LocalStateTest(LockTestCase):
                 self.assertEqual(os.readlink(link), target)
                 os.unlink(link)
 
-    def run_as_nobody(self, runtime_dir, *args):
-        if os.geteuid() != 0 or not shutil.which("setpriv"):
-            self.skipTest("needs root and setpriv to run as another user")
+    def run_as_nobody(self, plant, *args):
+        """Runs lock as user nobody, with its default state directory, on a private empty
+        /run/lock: a tmpfs in a mount namespace of its own, so the machine's is untouched.
+        `plant` is shell run as root first."""
+        if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("unshare"):
+            self.skipTest("needs root, setpriv and unshare to run as another user")
         nobody = pwd.getpwnam("nobody")
-        env = dict(self.env, XDG_RUNTIME_DIR=runtime_dir)
+        env = dict(self.env)
         env.pop("LOCK_STATE_DIR")
-        return subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                               "--clear-groups", LOCK, *args], env=env, cwd="/",
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=30 * SLOW)
+        script = (f"mount -t tmpfs -o mode=1777 none /run/lock && {plant} && "
+                  f'exec setpriv --reuid={nobody.pw_uid} --regid={nobody.pw_gid} --clear-groups "$@"')
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                            "sh", LOCK, *args], env=env, cwd="/", stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=30 * SLOW)
+        if r.stderr.startswith("unshare:"):
+            self.skipTest(f"cannot make a mount namespace here: {r.stderr.strip()}")
+        return r
 
-    def make_runtime_dir(self, name):
+    def shared_dir(self):
+        """A scratch directory user nobody can write to."""
         os.chmod(self.tmp, 0o755)
-        runtime_dir = self.path(name)
-        os.mkdir(runtime_dir, 0o700)
-        os.chown(runtime_dir, pwd.getpwnam("nobody").pw_uid, -1)
-        return runtime_dir
+        out = self.path("shared")
+        os.mkdir(out)
+        os.chmod(out, 0o777)
+        return out
 
     def test_default_state_directory_must_be_private(self):
         nobody = pwd.getpwnam("nobody").pw_uid
+        planted = f"/run/lock/lock-{nobody}"
+        out = self.shared_dir()
         for owner, mode in ((nobody, 0o777), (0, 0o755)):
             with self.subTest(owner=owner, mode=oct(mode)):
-                runtime_dir = self.make_runtime_dir(f"run-{owner}")
-                planted = os.path.join(runtime_dir, "lock")
-                os.mkdir(planted)
-                os.chmod(planted, mode)
-                os.chown(planted, owner, -1)
-                r = self.run_as_nobody(runtime_dir, "p", f"touch {runtime_dir}/ran")
+                r = self.run_as_nobody(f"mkdir {planted} && chmod {mode:o} {planted} && "
+                                       f"chown {owner} {planted}", "p", f"touch {out}/ran")
                 self.assert_refused(r, f"state directory {planted} is not private")
-                self.assertFalse(os.path.exists(f"{runtime_dir}/ran"))
-                self.assertEqual(os.listdir(planted), [])
+                self.assertFalse(os.path.exists(f"{out}/ran"))
 
-    def test_default_state_directory_is_created_in_the_runtime_directory(self):
-        runtime_dir = self.make_runtime_dir("run")
-        r = self.run_as_nobody(runtime_dir, "p", f"touch {runtime_dir}/ran")
-        self.assertEqual((r.returncode, r.stderr), (0, ""))
-        self.assertTrue(os.path.exists(f"{runtime_dir}/ran"))
-        st = os.stat(os.path.join(runtime_dir, "lock"))
-        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (pwd.getpwnam("nobody").pw_uid, 0o700))
+    def test_default_state_directory_is_the_same_in_every_session(self):
+        # Not under $XDG_RUNTIME_DIR: cron does not set it, and a login session's goes at logout.
+        nobody = pwd.getpwnam("nobody").pw_uid
+        out = self.shared_dir()
+        for runtime_dir in ("/run/user/65534", None):
+            with self.subTest(XDG_RUNTIME_DIR=runtime_dir):
+                self.env.pop("XDG_RUNTIME_DIR", None)
+                if runtime_dir:
+                    self.env["XDG_RUNTIME_DIR"] = runtime_dir
+                r = self.run_as_nobody(":", "p", f"stat -c '%u %a' /run/lock/lock-{nobody} > {out}/st")
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                self.assertEqual(read_file(f"{out}/st"), f"{nobody} 700\n")
 
     # Loss of the lock files while held.
 
@@ -325,7 +336,7 @@ class LocalStateTest(LockTestCase):
         # The prefix is usable again.
         r = self.run_lock("-timeout", "10s", "p", "true")
         self.assertEqual((r.returncode, r.stderr), (0, ""))
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_removing_the_prefix_directory_stops_the_child(self):
         holder = self.hold_until_lost()

@@ -40,7 +40,7 @@ class QueueTest(LockTestCase):
         for w in waiters:
             self.assert_succeeds(w)
         self.assertEqual(self.order(), ["1", "2", "3", "4", "5"])
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_freed_lock_passes_to_the_waiter_promptly(self):
         holder = self.hold()
@@ -64,7 +64,7 @@ class QueueTest(LockTestCase):
         for i in (2, 5):
             self.assert_succeeds(waiters[i])
         self.assertEqual(self.order(), ["2", "5"])
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_ticket_left_by_a_killed_waiter_does_not_block_a_newcomer(self):
         holder = self.hold()
@@ -76,7 +76,7 @@ class QueueTest(LockTestCase):
         self.assert_succeeds(holder)
         self.assert_succeeds(newcomer)
         self.assertEqual(self.order(), ["new"])
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_ticket_left_by_a_killed_waiter_is_cleaned_up(self):
         holder = self.hold()
@@ -85,7 +85,7 @@ class QueueTest(LockTestCase):
         self.assertEqual(len(self.tickets()), 1)
         self.release()
         self.assert_succeeds(holder)
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
         r = self.run_lock("-timeout", "5s", "p", f"echo new >> {self.path('order')}")
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.order(), ["new"])
@@ -122,7 +122,7 @@ class QueueTest(LockTestCase):
         for w in (holder, first, last):
             self.assert_succeeds(w)
         self.assertEqual(self.order(), ["1", "3"])
-        self.assertEqual(os.listdir(self.state), [])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_try_is_the_same_timeout(self):
         holder = self.hold()

@@ -126,16 +126,3 @@ TEST_CASE("an empty loss reason still counts as a loss") {
   CHECK(exit_code(r, options(Mode::plain)) == 1);
 }
 
-TEST_CASE("the signal that told lock to stop does not change the status") {
-  // A forwarded SIGTERM: the child ran and the lock was released.
-  for (Mode mode : {Mode::plain, Mode::child_exit_code, Mode::preserve_status}) {
-    CAPTURE(static_cast<int>(mode));
-    RunResult r = killed(SIGTERM);
-    r.stop_signal = SIGTERM;
-    RunResult same = killed(SIGTERM);
-    CHECK(exit_code(r, options(mode)) == exit_code(same, options(mode)));
-    RunResult clean = exited(0);
-    clean.stop_signal = SIGINT;
-    CHECK(exit_code(clean, options(mode)) == 0);
-  }
-}

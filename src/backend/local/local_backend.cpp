@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/holder_record.hpp"
 #include "backend/local/ofd_lock.hpp"
@@ -27,13 +30,25 @@
 namespace lk {
 namespace {
 
-// Keeps a fencing token rising even across a cleanup or a reboot that wiped the state directory:
-// a fresh counter starts from the wall clock in microseconds.
-std::uint64_t next_fence(std::uint64_t last) {
+// Fencing tokens come from one counter per state directory, in a file no cleanup removes, so a
+// prefix's tokens keep rising however often its own files come and go. If the state directory
+// itself is wiped (a reboot empties /run), the counter restarts from the wall clock in
+// microseconds, which is past anything handed out before.
+std::uint64_t next_fencing_token(int state_fd) {
+  UniqueFd fd(openat(state_fd, "fence", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw sys_error("cannot open the fencing counter");
+  LockTarget target{fd.get(), LockKind::exclusive};
+  lock_any({&target, 1}, Deadline::never(), Interrupt{});
+  char buf[32] = {};
+  std::uint64_t last = 0;
+  if (pread(fd.get(), buf, sizeof buf - 1, 0) > 0) last = std::strtoull(buf, nullptr, 10);
   auto now = std::chrono::duration_cast<std::chrono::microseconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
-  return std::max<std::uint64_t>(last + 1, static_cast<std::uint64_t>(now));
+  std::uint64_t token = std::max<std::uint64_t>(last + 1, static_cast<std::uint64_t>(now));
+  int n = std::snprintf(buf, sizeof buf, "%20" PRIu64 "\n", token);  // fixed width: no truncate
+  if (pwrite(fd.get(), buf, n, 0) != n) throw sys_error("cannot write the fencing counter");
+  return token;  // closing fd unlocks it
 }
 
 // Consul's wording, which users of `consul lock` already search for, with what we know added.
@@ -162,7 +177,13 @@ class LocalHold : public Hold {
         key_(dir_.path(PrefixDir::slot_file(slot))) {
     watch_for_removal();
   }
-  ~LocalHold() override { release(); }
+  ~LocalHold() override {
+    try {
+      release();
+    } catch (const Error&) {
+      // Unwinding already: the descriptor is closed, only tidiness is lost.
+    }
+  }
 
   int loss_fd() const override { return inotify_.get(); }
 
@@ -194,10 +215,7 @@ class LocalHold : public Hold {
     slot_fd_.reset();  // the record stays behind, but an unlocked slot's record means nothing
     // The last one out removes the prefix's files. While someone waits there is nothing to
     // remove, and taking the meta lock would only delay the waiter that is taking over.
-    if (dir_.someone_waits()) return;
-    dir_.lock_meta();
-    dir_.remove_if_idle();
-    dir_.unlock_meta();
+    if (!dir_.someone_waits()) dir_.tidy();
   }
 
  private:
@@ -226,12 +244,11 @@ class LocalHold : public Hold {
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
 std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
                                 HolderRecord record) {
-  meta.fence = next_fence(meta.fence);
   dir.write_meta(meta);
-  record.token = meta.fence;
+  record.token = next_fencing_token(dir.state_fd());
   write_record(fd.get(), record);
   dir.unlock_meta();
-  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), meta.fence,
+  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), record.token,
                                      record.prefix);
 }
 
@@ -279,9 +296,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       if (!armed) return;
       ticket.leave();
       try {
-        dir.lock_meta();
-        dir.remove_if_idle();
-        dir.unlock_meta();
+        dir.tidy();
       } catch (const Error&) {
         // Only tidiness is lost: the next user of the prefix cleans up.
       }

@@ -76,8 +76,7 @@ Meta PrefixDir::read_meta() const {
   if (n < 0) throw sys_error("cannot read " + path("meta"));
   Meta m;
   if (n > 0 &&
-      std::sscanf(buf, "limit %d fence %" SCNu64 " next %" SCNu64, &m.limit, &m.fence,
-                  &m.next_ticket) != 3)
+      std::sscanf(buf, "limit %d next %" SCNu64, &m.limit, &m.next_ticket) != 2)
     throw Error(path("meta") + " is corrupt; remove " + path_ + " once nobody uses it");
   return m;
 }
@@ -85,8 +84,8 @@ Meta PrefixDir::read_meta() const {
 void PrefixDir::write_meta(const Meta& m) const {
   // Always the same length, so an overwrite never needs a truncate.
   char buf[80];
-  int n = std::snprintf(buf, sizeof buf, "limit %10d fence %20" PRIu64 " next %20" PRIu64 "\n",
-                        m.limit, m.fence, m.next_ticket);
+  int n = std::snprintf(buf, sizeof buf, "limit %10d next %20" PRIu64 "\n", m.limit,
+                        m.next_ticket);
   if (pwrite(meta_.get(), buf, n, 0) != n) throw sys_error("cannot write " + path("meta"));
 }
 
@@ -129,6 +128,12 @@ bool PrefixDir::remove_if_idle() {
   // Fails harmlessly when a newcomer has just created a fresh meta file in it.
   unlinkat(state_fd_, name_.c_str(), AT_REMOVEDIR);
   return true;
+}
+
+void PrefixDir::tidy() {
+  if (!try_lock(meta_.get(), LockKind::exclusive)) return;
+  remove_if_idle();
+  unlock_meta();
 }
 
 }  // namespace lk

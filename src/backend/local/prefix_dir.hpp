@@ -1,7 +1,6 @@
 #pragma once
 // The files of one prefix, in one directory of the state directory:
-//   meta        locked briefly to change the queue; holds the limit, the fencing counter and the
-//               next ticket number
+//   meta        locked briefly to change the queue; holds the limit and the next ticket number
 //   q.<n>       a ticket: one per waiter, locked by it while it waits, numbered in arrival order
 //   slot.<i>    one per slot of the limit, locked by its holder (and inherited by its child tree),
 //               holding a JSON record of who holds it
@@ -15,8 +14,7 @@
 namespace lk {
 
 struct Meta {
-  int limit = 0;            // 0 until the first contender sets it
-  std::uint64_t fence = 0;  // the last fencing token handed out
+  int limit = 0;  // 0 until the first contender sets it
   std::uint64_t next_ticket = 1;
 };
 
@@ -27,6 +25,7 @@ class PrefixDir {
                          Deadline deadline, const Interrupt& interrupt);
 
   int fd() const { return dir_.get(); }
+  int state_fd() const { return state_fd_; }
   std::string path(const std::string& file) const;
 
   void lock_meta();
@@ -43,6 +42,9 @@ class PrefixDir {
   // directory. A newcomer that opened them before the removal finds its meta file unlinked once it
   // gets the lock, and starts over; one that comes after creates them afresh.
   bool remove_if_idle();
+  // The same, on the way out, when it is cheap: skipped if the meta lock is busy (whoever holds
+  // it is using the prefix, or will tidy up after it), so leaving never waits on anyone.
+  void tidy();
 
  private:
   PrefixDir(int state_fd, std::string path, std::string name)

@@ -5,16 +5,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "util/error.hpp"
 
 namespace lk {
 
+// Never from the session's environment ($XDG_RUNTIME_DIR): a cron job and a login shell of the
+// same user must find the same locks, and logind removes that directory at logout.
 std::string default_state_dir() {
   if (geteuid() == 0) return "/run/lock/lock";
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg == '/')
-    return std::string(xdg) + "/lock";
+  if (access("/run/lock", W_OK | X_OK) == 0) return "/run/lock/lock-" + std::to_string(geteuid());
   return "/tmp/lock-" + std::to_string(geteuid());
 }
 

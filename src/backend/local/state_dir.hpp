@@ -6,7 +6,8 @@
 
 namespace lk {
 
-// /run/lock/lock for root, $XDG_RUNTIME_DIR/lock for others, else /tmp/lock-<uid>.
+// /run/lock/lock for root, /run/lock/lock-<uid> for others (/tmp/lock-<uid> where /run/lock is
+// not open to them).
 std::string default_state_dir();
 
 // Opens the state directory, creating it (and missing parents) private to the user. A shared
