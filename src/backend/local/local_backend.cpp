@@ -5,7 +5,7 @@
 //  2. Wait until every ticket ahead of ours is gone. Each waiter waits only on the live ticket
 //     just ahead of it, so a departure wakes one process, not the herd, and order is kept.
 //  3. At the head of the queue, take whichever of the `limit` slot files frees first.
-//  4. Under the meta lock, raise the fencing counter, record who holds the slot, leave the queue.
+//  4. Leave the queue; under the meta lock, take a fencing token and record who holds the slot.
 //
 // Every lock is released by the kernel when its holder dies, so no crash leaves the prefix stuck.
 // The slot lock is inherited by the child tree: the slot stays taken until the last process of
@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -168,13 +169,15 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, Deadline deadline,
 
 class LocalHold : public Hold {
  public:
-  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::uint64_t token, std::string prefix)
+  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::uint64_t token, std::string prefix,
+            UniqueFd inotify)
       : dir_(std::move(dir)),
         slot_(slot),
         slot_fd_(std::move(slot_fd)),
         token_(token),
         prefix_(std::move(prefix)),
-        key_(dir_.path(PrefixDir::slot_file(slot))) {
+        key_(dir_.path(PrefixDir::slot_file(slot))),
+        inotify_(std::move(inotify)) {
     watch_for_removal();
   }
   ~LocalHold() override {
@@ -220,8 +223,6 @@ class LocalHold : public Hold {
 
  private:
   void watch_for_removal() {
-    inotify_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-    if (!inotify_) throw sys_error("inotify");
     std::string dir = key_.substr(0, key_.rfind('/'));
     std::string state = dir.substr(0, dir.rfind('/'));
     const uint32_t gone = IN_DELETE_SELF | IN_MOVE_SELF;
@@ -243,13 +244,13 @@ class LocalHold : public Hold {
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
 std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
-                                HolderRecord record) {
+                                HolderRecord record, UniqueFd inotify) {
   dir.write_meta(meta);
   record.token = next_fencing_token(dir.state_fd());
   write_record(fd.get(), record);
   dir.unlock_meta();
   return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), record.token,
-                                     record.prefix);
+                                     record.prefix, std::move(inotify));
 }
 
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
@@ -263,8 +264,34 @@ UniqueFd open_slot(const PrefixDir& dir, int slot) {
 LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
     : state_path_(std::move(state_path)), state_(open_state_dir(state_path_, state_is_default)) {}
 
+namespace {
+
+// Made before anything is locked, so that running out of inotify instances is an error on the
+// way in, not after the slot and a fencing token were taken.
+UniqueFd new_inotify() {
+  UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd)
+    throw sys_error(errno == EMFILE ? "cannot watch the lock files (see fs.inotify.max_user_instances)"
+                                    : "cannot watch the lock files");
+  return fd;
+}
+
+// One descriptor and one waiting thread per slot: a limit the descriptor limit cannot carry is
+// refused up front rather than failing while others wait.
+void check_limit_fits(int limit) {
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_cur != RLIM_INFINITY && static_cast<rlim_t>(limit) + 64 > files.rlim_cur)
+    throw UsageError("-n " + std::to_string(limit) + " needs more open files than the limit of " +
+                     std::to_string(files.rlim_cur) + " (ulimit -n)");
+}
+
+}  // namespace
+
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
                                             const Interrupt& interrupt) {
+  check_limit_fits(spec.limit);
+  UniqueFd inotify = new_inotify();
   auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                               interrupt);
   auto waiter = HolderRecord::for_this_process(spec.prefix, spec.session_name);
@@ -280,7 +307,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     for (int i = 0; i < spec.limit; ++i) {
       UniqueFd fd = open_slot(dir, i);
       if (try_lock(fd.get(), LockKind::exclusive))
-        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter);
+        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter, std::move(inotify));
     }
   }
   std::uint64_t number = meta.next_ticket++;
@@ -325,7 +352,8 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   give_up.armed = false;
   ticket.leave();
   meta = dir.read_meta();
-  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter);
+  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter,
+                   std::move(inotify));
 }
 
 }  // namespace lk
