@@ -6,6 +6,7 @@ import json
 import os
 import pwd
 import re
+import resource
 import shutil
 import socket
 import stat
@@ -229,6 +230,19 @@ class LocalStateTest(LockTestCase):
         self.assertEqual(self.prefixes_left(), [])
 
     # Names and permissions.
+
+    def test_a_limit_beyond_the_open_file_limit_is_refused_up_front(self):
+        # The head of the queue holds one descriptor per slot.
+        def few_files():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        r = subprocess.run([LOCK, "-n", "300", "p", f"touch {self.path('ran')}"], env=self.env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           preexec_fn=few_files, timeout=30 * SLOW)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "lock: -n 300 needs more open files than the limit of 256 "
+                                   "(ulimit -n) (see lock -help)\n")
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_prefix_maps_to_a_percent_encoded_directory(self):
         cases = {"a/b c": "a%2Fb%20c", "x:y~z/\u00e9": "x%3Ay%7Ez%2F%C3%A9",

@@ -29,6 +29,11 @@ def default_signals():
         signal.signal(sig, signal.SIG_DFL)
 
 
+def signal_mask(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith(field + ":")).split()[1], 16)
+
+
 def short(sig):
     """The name `trap` and `kill` use: TERM for SIGTERM."""
     return name(sig)[3:]
@@ -185,6 +190,36 @@ class LeftoversTest(SignalTestCase):
         os.kill(leftover, signal.SIGKILL)
         self.assertEqual(self.finish(p), (0, "", ""))
         self.assert_released()
+
+
+class InheritedDispositionTest(SignalTestCase):
+
+    def test_an_ignored_sigchld_from_the_parent_does_not_stop_lock_from_reaping(self):
+        # With SIGCHLD ignored the kernel would reap our children behind our back.
+        def ignore_sigchld():
+            default_signals()
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        proc = self.start_lock("p", "echo ran", cwd=self.tmp, preexec_fn=ignore_sigchld)
+        self.assertEqual(self.finish(proc), (0, "ran\n", ""))
+
+    def test_a_signal_ignored_at_start_stays_ignored_for_lock_and_child(self):
+        # As under nohup: SIGHUP neither stops the child nor reaches it.
+        def ignore_sighup():
+            default_signals()
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        gate = self.path("gate")
+        proc = self.start_lock("p", f"echo $$ > {self.path('pid')}; "
+                                    f"while [ ! -e {gate} ]; do sleep 0.01; done; echo done",
+                               cwd=self.tmp, preexec_fn=ignore_sighup)
+        child = self.pid_from("pid")
+        hup = 1 << (signal.SIGHUP - 1)
+        self.assertTrue(signal_mask(child, "SigIgn") & hup, "the child does not ignore SIGHUP")
+        # lock leaves it ignored rather than blocking it to read it, so the kernel discards it.
+        self.assertTrue(signal_mask(proc.pid, "SigIgn") & hup, "lock does not ignore SIGHUP")
+        self.assertFalse(signal_mask(proc.pid, "SigBlk") & hup, "lock takes SIGHUP in")
+        send(proc, signal.SIGHUP)
+        open(gate, "w").close()
+        self.assertEqual(self.finish(proc), (0, "done\n", ""))
 
 
 class KilledLockTest(SignalTestCase):
