@@ -4,7 +4,7 @@ _lock() {
     local value_flags=" n name monitor-retry timeout try kill-after backend state-dir http-addr
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -kill-after -verbose -backend -state-dir -version -h -help -http-addr
+        -preserve-status -kill-after -verbose -backend -state-dir -status -json -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
         -datacenter -stale"
 

@@ -1,4 +1,4 @@
-// argv → options → run. Every error ends here, as one line on stderr and exit status 1.
+// argv → options → run (or show the status). Every error ends here, as one line on stderr and exit status 1.
 #include <fcntl.h>
 
 #include <cstdio>
@@ -6,6 +6,7 @@
 
 #include "cli/options.hpp"
 #include "runner/runner.hpp"
+#include "status.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     lk::set_verbose(options.verbose);
-    return lk::run(options);
+    return options.status ? lk::show_status(options) : lk::run(options);
   } catch (const lk::UsageError& e) {
     std::fprintf(stderr, "lock: %s (see lock -help)\n", e.what());
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/holder_record.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
 
@@ -50,9 +51,16 @@ class Hold {
   virtual void release() = 0;
 };
 
+// Who holds a prefix and who waits for it, as the backend's records say.
+struct PrefixStatus {
+  int limit = 0;  // 0 when nobody uses the prefix
+  std::vector<HolderRecord> holders, waiters;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  virtual PrefixStatus status(const std::string& prefix) = 0;
   // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
   // Interrupted when `interrupt` says stop, and Error for anything else.
   virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,

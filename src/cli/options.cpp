@@ -116,6 +116,9 @@ struct Cli {
                        default_state_dir() + ")")
         ->option_text("=<path>")
         ->envname("LOCK_STATE_DIR");
+    app.add_flag("--status", o.status,
+                 "Show who holds the prefix and who waits, and exit (0 held, 3 not held)");
+    app.add_flag("--json", o.json, "With -status, print JSON");
     app.add_flag("--version", o.version, "Print the version and exit");
 
     auto api = [&](const char* name, std::string& var, const char* env, const char* help) {
@@ -240,7 +243,10 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // Consul's own wording where `consul lock` has one.
   if (o.limit <= 0) throw UsageError("Lock holder limit must be positive");
-  if (go.rest.size() < 2) throw UsageError("Key prefix and child command must be specified");
+  if (o.status && go.rest.size() != 1) throw UsageError("-status takes a prefix and no child");
+  if (!o.status && go.rest.size() < 2)
+    throw UsageError("Key prefix and child command must be specified");
+  if (o.json && !o.status) throw UsageError("-json goes with -status");
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");

@@ -36,6 +36,8 @@ struct Options {
 
   bool help = false;
   bool version = false;
+  bool status = false;  // show who holds the prefix instead of running a child
+  bool json = false;    // ... as JSON
 };
 
 // Parses the arguments after argv[0] as `consul lock` does (Go flag syntax), fills defaults from

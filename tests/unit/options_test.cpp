@@ -578,3 +578,15 @@ TEST_CASE("-h wins over a later unknown flag") {
   EnvScope env;
   CHECK(error_of({"-h", "-bogus"}) == "");
 }
+
+TEST_CASE("-status takes a prefix and no child; -json goes with it") {
+  EnvScope env;
+  Options o = parse_options({"-status", "-json", "a/b"});
+  CHECK(o.status);
+  CHECK(o.json);
+  CHECK(o.prefix == "a/b");
+  CHECK(o.child.empty());
+  CHECK(error_of({"-status", "p", "cmd"}) == "-status takes a prefix and no child");
+  CHECK(error_of({"-status"}) == "-status takes a prefix and no child");
+  CHECK(error_of({"-json", "p", "cmd"}) == "-json goes with -status");
+}

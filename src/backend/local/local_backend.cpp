@@ -81,27 +81,24 @@ void write_record(int fd, const HolderRecord& record) {
     throw sys_error("cannot write holder record");
 }
 
-std::string read_all(int fd) {
-  struct stat st;
-  std::string text(fstat(fd, &st) == 0 ? st.st_size : 0, '\0');
-  ssize_t n = pread(fd, text.data(), text.size(), 0);
-  text.resize(n > 0 ? n : 0);
-  return text;
+// A record that does not parse belongs to a holder still writing it.
+HolderRecord parse_record(const std::string& text) {
+  try {
+    return HolderRecord::from_json(text);
+  } catch (const Error&) {
+    HolderRecord r;
+    r.name = "(record not written yet)";
+    return r;
+  }
 }
 
-// "held by pid 12 on web1 (name) since ..." for every live slot: what a user who timed out wants.
-std::string describe_holders(const PrefixDir& dir, int limit) {
+// "; held by pid 12 on web1 since ..." for every live slot: what a user who timed out wants.
+std::string describe_holders(const PrefixDir& dir) {
   std::string out;
-  for (int i = 0; i < limit; ++i) {
-    UniqueFd fd = open_in(dir, PrefixDir::slot_file(i), O_RDONLY);
-    if (!fd || !is_locked_elsewhere(fd.get())) continue;
-    try {
-      auto r = HolderRecord::from_json(read_all(fd.get()));
-      out += (out.empty() ? "; held by pid " : ", pid ") + std::to_string(r.pid) + " on " + r.host +
-             " since " + r.since;
-    } catch (const Error&) {
-      out += out.empty() ? "; held by a process still writing its record" : ", another";
-    }
+  for (const auto& text : locked_contents(dir.fd(), "slot.")) {
+    auto r = parse_record(text);
+    out += (out.empty() ? "; held by pid " : ", pid ") + std::to_string(r.pid) + " on " + r.host +
+           " since " + r.since;
   }
   return out;
 }
@@ -331,7 +328,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   } give_up{dir, ticket};
   auto timed_out = [&] {
     return AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'" +
-                          describe_holders(dir, spec.limit));
+                          describe_holders(dir));
   };
 
   // Step 2.
@@ -354,6 +351,24 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   meta = dir.read_meta();
   return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter,
                    std::move(inotify));
+}
+
+PrefixStatus LocalBackend::status(const std::string& prefix) {
+  PrefixStatus status;
+  std::string name = encode_prefix(prefix);
+  UniqueFd dir(openat(state_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) {
+    if (errno == ENOENT) return status;  // nobody has used it, or the last one out removed it
+    throw sys_error("cannot open " + state_path_ + "/" + name);
+  }
+  for (const auto& text : locked_contents(dir.get(), "slot."))
+    status.holders.push_back(parse_record(text));
+  for (const auto& text : locked_contents(dir.get(), "q.")) status.waiters.push_back(parse_record(text));
+  if (status.holders.empty() && status.waiters.empty()) return status;
+  UniqueFd meta(openat(dir.get(), "meta", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  char buf[64] = {};
+  if (meta && pread(meta.get(), buf, sizeof buf - 1, 0) > 0) std::sscanf(buf, "limit %d", &status.limit);
+  return status;
 }
 
 }  // namespace lk

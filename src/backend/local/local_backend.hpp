@@ -12,6 +12,7 @@ class LocalBackend : public Backend {
   LocalBackend(std::string state_path, bool state_is_default);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
+  PrefixStatus status(const std::string& prefix) override;
 
  private:
   std::string state_path_;

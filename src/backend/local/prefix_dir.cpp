@@ -35,6 +35,24 @@ void for_each_entry(int dir_fd, Fn fn) {
 
 }  // namespace
 
+std::vector<std::string> locked_contents(int dir_fd, std::string_view kind) {
+  std::vector<std::string> names, contents;
+  for_each_entry(dir_fd, [&](const char* name) {
+    if (std::string_view(name).starts_with(kind)) names.emplace_back(name);
+  });
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st;
+    if (!fd || !is_locked_elsewhere(fd.get()) || fstat(fd.get(), &st) < 0) continue;
+    std::string text(st.st_size, '\0');
+    ssize_t n = pread(fd.get(), text.data(), text.size(), 0);
+    text.resize(n > 0 ? n : 0);
+    contents.push_back(std::move(text));
+  }
+  return contents;
+}
+
 PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const std::string& name,
                            Deadline deadline, const Interrupt& interrupt) {
   for (;;) {

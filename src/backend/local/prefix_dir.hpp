@@ -6,6 +6,7 @@
 //               holding a JSON record of who holds it
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -17,6 +18,10 @@ struct Meta {
   int limit = 0;  // 0 until the first contender sets it
   std::uint64_t next_ticket = 1;
 };
+
+// What the files of a prefix directory whose names start with `kind` ("slot." or "q.") say,
+// for those someone holds locked (the others are leftovers), in name order.
+std::vector<std::string> locked_contents(int dir_fd, std::string_view kind);
 
 class PrefixDir {
  public:

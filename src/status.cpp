@@ -1,0 +1,49 @@
+#include "status.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/make_backend.hpp"
+
+namespace lk {
+namespace {
+
+constexpr int kNotHeld = 3;
+
+nlohmann::json as_json(const HolderRecord& r) {
+  return {{"host", r.host}, {"pid", r.pid}, {"name", r.name}, {"since", r.since}, {"token", r.token}};
+}
+
+std::string describe(const HolderRecord& r) {
+  return fmt::format("pid {} on {} since {}, name '{}'", r.pid, r.host, r.since, r.name);
+}
+
+}  // namespace
+
+int show_status(const Options& o) {
+  PrefixStatus s = make_backend(o)->status(o.prefix);
+  bool held = !s.holders.empty();
+  if (o.json) {
+    nlohmann::json out = {{"prefix", o.prefix},      {"backend", o.backend}, {"limit", s.limit},
+                          {"held", held},            {"holders", nlohmann::json::array()},
+                          {"waiters", nlohmann::json::array()}};
+    for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
+    for (const auto& r : s.waiters) out["waiters"].push_back(as_json(r));
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    return held ? 0 : kNotHeld;
+  }
+  if (!held && s.waiters.empty()) {
+    fmt::print("prefix '{}': not held\n", o.prefix);
+    return kNotHeld;
+  }
+  std::string kind = s.limit > 1 ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(),
+                                                s.limit)
+                                 : "lock";
+  fmt::print("prefix '{}': {} ({})\n", o.prefix, held ? "held" : "not held", kind);
+  for (const auto& r : s.holders) fmt::print("  holder: {}, fencing token {}\n", describe(r), r.token);
+  for (const auto& r : s.waiters) fmt::print("  waiting: {}\n", describe(r));
+  return held ? 0 : kNotHeld;
+}
+
+}  // namespace lk

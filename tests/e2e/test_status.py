@@ -1,0 +1,64 @@
+"""lock -status: who holds a prefix and who waits, for people and (with -json) for scripts; the
+exit status says whether the prefix is held."""
+
+import json
+import os
+import socket
+import unittest
+
+from harness import LockTestCase, wait_for
+
+
+class StatusTest(LockTestCase):
+
+    def status(self, *args, prefix="p"):
+        return self.run_lock("-status", *args, prefix)
+
+    def test_an_unused_prefix_is_not_held(self):
+        r = self.status()
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (3, "prefix 'p': not held\n", ""))
+        self.assertEqual(self.prefixes_left(), [], "looking must not create anything")
+
+    def test_a_held_lock_names_its_holder(self):
+        holder = self.hold("-name", "nightly backup")
+        r = self.status()
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertRegex(r.stdout, rf"^prefix 'p': held \(lock\)\n  holder: pid {holder.pid} on "
+                                   rf"{socket.gethostname()} since \S+Z, name 'nightly backup', "
+                                   r"fencing token \d+\n$")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(self.status().returncode, 3)
+
+    def test_json_lists_holders_and_waiters(self):
+        first = self.hold("-n", "2", gate="a")
+        second = self.hold("-n", "2", gate="b")
+        waiter = self.start_lock("-n", "2", "-name", "third", "p", "true")
+        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
+                 what="the third to queue")
+        r = self.status("-json")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        out = json.loads(r.stdout)
+        self.assertEqual((out["prefix"], out["backend"], out["limit"], out["held"]),
+                         ("p", "local", 2, True))
+        self.assertEqual(sorted(h["pid"] for h in out["holders"]), sorted([first.pid, second.pid]))
+        self.assertTrue(all(h["token"] > 0 for h in out["holders"]))
+        self.assertEqual([(w["pid"], w["name"]) for w in out["waiters"]], [(waiter.pid, "third")])
+        self.release("a")
+        self.release("b")
+        for p in (first, second, waiter):
+            self.assert_succeeds(p)
+        out = json.loads(self.status("-json").stdout)
+        self.assertEqual((out["held"], out["holders"], out["waiters"]), (False, [], []))
+
+    def test_status_takes_a_prefix_only(self):
+        for args, message in ((["-status", "p", "true"], "-status takes a prefix and no child"),
+                              (["-json", "p", "true"], "-json goes with -status")):
+            with self.subTest(args=args):
+                r = self.run_lock(*args)
+                self.assertEqual((r.returncode, r.stdout), (1, ""))
+                self.assertEqual(r.stderr, f"lock: {message} (see lock -help)\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
