@@ -152,6 +152,16 @@ def fmt_fair(r, rounds):
 
 # ---------------------------------------------------------------------------------------------
 
+def print_trials(label, trials, rounds, ncpu):
+    r = median_trial(trials)
+    rates = ", ".join(f"{x['rate']:.1f}" for x in trials)
+    print(f"   {label:<30} {r['rate']:7.1f} acquisitions/s  ({r['acquisitions']} in "
+          f"{r['wall_s']:.2f} s, {1000 / r['rate']:.1f} ms each; all trials: {rates}/s)")
+    print(f"   {'':<30} CPU {r['cpu_ms_per_acq']:.2f} ms per acquisition: on {ncpu} CPUs at "
+          f"most {ncpu * 1000 / r['cpu_ms_per_acq']:.0f}/s if CPU-bound")
+    print(f"   {'':<30} fairness: {fmt_fair(r, rounds)}")
+
+
 def libs(path):
     try:
         out = subprocess.run(["ldd", path], capture_output=True, text=True, check=False).stdout
@@ -247,13 +257,7 @@ def main():
         specs.append(("flock FILE true [contended]", [a.flock, lockfile, "true"], env, R, a.trials))
     res = run_trials(runner, specs, a.trials, C, a.work)
     for label, *_ in specs:
-        r = median_trial(res[label])
-        rates = ", ".join(f"{x['rate']:.0f}" for x in res[label])
-        print(f"   {label:<30} {r['rate']:7.1f} acquisitions/s  ({r['acquisitions']} in "
-              f"{r['wall_s']:.2f} s; all trials: {rates}/s)")
-        print(f"   {'':<30} CPU {r['cpu_ms_per_acq']:.2f} ms per acquisition: on {ncpu} CPUs at "
-              f"most {ncpu * 1000 / r['cpu_ms_per_acq']:.0f}/s if CPU-bound")
-        print(f"   {'':<30} fairness: {fmt_fair(r, R)}")
+        print_trials(label, res[label], R, ncpu)
     if a.flock:
         rl = median_trial(res["lock p true [contended]"])
         rf = median_trial(res["flock FILE true [contended]"])
@@ -288,11 +292,7 @@ def main():
                       [a.sem, "--fg", "-j", "2", "--id", sem_id, "true"], env, a.sem_rounds, 1))
     res = run_trials(runner, specs, a.trials, C, a.work)
     for label, _, _, rounds, _ in specs:
-        r = median_trial(res[label])
-        print(f"   {label:<30} {r['rate']:7.1f} acquisitions/s  ({r['acquisitions']} in "
-              f"{r['wall_s']:.2f} s, {1000 / r['rate']:.1f} ms per acquisition)")
-        print(f"   {'':<30} CPU {r['cpu_ms_per_acq']:.2f} ms per acquisition")
-        print(f"   {'':<30} fairness: {fmt_fair(r, rounds)}")
+        print_trials(label, res[label], rounds, ncpu)
     if a.sem:
         rl = median_trial(res["lock -n 2 p true [contended]"])
         rs = median_trial(res["sem -j 2 true [contended]"])
