@@ -15,7 +15,8 @@ struct ChildSpec {
   std::vector<std::string> argv;  // run through $PATH
   EnvVars env;                    // added to (or replacing) our environment
   bool pass_stdin = false;        // else /dev/null
-  bool take_terminal = false;     // make its group the terminal's foreground group
+  bool on_terminal = false;       // its stdin is our terminal (-pass-stdin on a tty)
+  bool take_terminal = false;     // ... and we are in the foreground: give it the terminal now
   std::vector<int> inherit_fds;   // descriptors to keep open across exec
 };
 

@@ -1,5 +1,7 @@
 #include "runner/runner.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "backend/make_backend.hpp"
@@ -40,8 +42,9 @@ int run(const Options& o) {
   }());
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
-  ChildSpec child{child_argv(o.child, o.shell), env, o.pass_stdin,
-                  o.pass_stdin && Foreground::available(), hold->child_fds()};
+  bool on_terminal = o.pass_stdin && isatty(STDIN_FILENO);
+  ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
+                  on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
   if (hold->loss_fd() >= 0) watchdog.keep_open(hold->loss_fd());
   RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
   hold->release();

@@ -27,7 +27,8 @@ Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
 
 RunResult Supervisor::run(const ChildSpec& spec) {
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
-  Foreground foreground(spec.take_terminal);
+  // Also when started in the background: a later fg hands the terminal over (see suspend()).
+  Foreground foreground(spec.on_terminal);
   foreground_ = &foreground;
   Spawned spawned = spawn_child(spec, signals_, watchdog_);
   child_ = spawned.pid;

@@ -9,6 +9,7 @@ class Foreground {
  public:
   // True when stdin is a terminal whose foreground group is ours.
   static bool available();
+  // `active`: the child's stdin is our terminal.
   explicit Foreground(bool active) : active_(active) {}
   ~Foreground() { give_back(); }
   Foreground(const Foreground&) = delete;

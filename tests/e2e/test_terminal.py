@@ -114,11 +114,7 @@ class TerminalTest(LockTestCase):
 
     @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash for job control")
     def test_ctrl_z_suspends_lock_with_its_child_and_fg_resumes_both(self):
-        self.tmux("new-session", "-d", "-s", "t", "-x", "200", "-y", "50",
-                  "env", f"LOCK_STATE_DIR={self.state}", "SHELL=/bin/sh", "PS1=$ ",
-                  "/bin/bash", "--norc", "--noprofile", "-i")
-        self.server, pane = map(int, self.tmux("display-message", "-p", "-t", "t",
-                                               "#{pid} #{pane_pid}").stdout.split())
+        pane = self.open_bash()
         self.tmux("send-keys", "-t", "t", f"{shlex.quote(LOCK)} -pass-stdin p cat", "Enter")
         lock = wait_for(lambda: children_of(pane), what="lock to start in the shell")[0]
         self.tmux("send-keys", "-t", "t", "one", "Enter")
@@ -136,10 +132,38 @@ class TerminalTest(LockTestCase):
         self.wait_screen("status-0")
         self.assertNotIn("lock:", self.screen())
 
+    @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash for job control")
+    def test_started_in_the_background_the_child_gets_the_terminal_on_fg(self):
+        pane = self.open_bash()
+        self.tmux("send-keys", "-t", "t", f"{shlex.quote(LOCK)} -pass-stdin p cat &", "Enter")
+        lock = wait_for(lambda: [p for p in children_of(pane) if proc_state(p)],
+                        what="lock to start in the background")[0]
+        # cat reads the terminal from the background and stops; lock stops with it, as a job.
+        wait_for(lambda: proc_state(lock) == "T", what="lock to stop with its child")
+        self.tmux("send-keys", "-t", "t", "fg", "Enter")
+        self.tmux("send-keys", "-t", "t", "two", "Enter")
+        self.wait_screen("two", 2)
+        self.tmux("send-keys", "-t", "t", "C-d")
+        wait_for(lambda: not pid_alive(lock), what="lock to exit")
+        self.tmux("send-keys", "-t", "t", "echo status-$?", "Enter")
+        self.wait_screen("status-0")
+
+    def open_bash(self):
+        """An interactive bash with job control in a new pane; returns its pid."""
+        self.tmux("new-session", "-d", "-s", "t", "-x", "200", "-y", "50",
+                  "env", f"LOCK_STATE_DIR={self.state}", "SHELL=/bin/sh", "PS1=$ ",
+                  "/bin/bash", "--norc", "--noprofile", "-i")
+        self.server, pane = map(int, self.tmux("display-message", "-p", "-t", "t",
+                                               "#{pid} #{pane_pid}").stdout.split())
+        return pane
+
 
 def proc_state(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
 
 
 if __name__ == "__main__":
