@@ -107,7 +107,9 @@ void Supervisor::reap() {
   }
   if (killing_) {
     signal_tree(SIGKILL);  // orphans adopted since the last round
-  } else if (!child_running_ && !stopping_) {
+  } else if (stopping_) {
+    signal_escaped(stop_signal_);  // orphans adopted since, that the group signal did not reach
+  } else if (!child_running_) {
     stop(SIGTERM, "the child exited; stopping the processes it left behind");
   }
 }
@@ -127,17 +129,23 @@ void Supervisor::suspend() {
 void Supervisor::stop(int sig, const std::string& why) {
   verbose("{}; sending {} to the child tree", why, signal_name(sig));
   stopping_ = true;
+  stop_signal_ = sig;
   kill_at_ = Deadline::after(kill_after_);
   signal_tree(sig);
 }
 
-// The child's process group, and any of our children that left it (they are orphans of the tree
-// we adopted): their pids cannot be reused before we reap them, so signalling them is safe.
 void Supervisor::signal_tree(int sig) {
   kill(-child_, sig);
+  signal_escaped(sig);
+}
+
+// Our children outside the child's process group are orphans of the tree that left it, adopted
+// by us: their pids cannot be reused before we reap them, so signalling them is safe. Each gets
+// a given signal once.
+void Supervisor::signal_escaped(int sig) {
   std::ifstream children("/proc/self/task/" + std::to_string(getpid()) + "/children");
   for (pid_t pid; children >> pid;)
-    if (getpgid(pid) != child_) kill(pid, sig);
+    if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
 }
 
 }  // namespace lk

@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <set>
 
 #include "backend/backend.hpp"
 #include "runner/child.hpp"
@@ -32,6 +33,7 @@ class Supervisor {
   void stop(int sig, const std::string& why);
   void suspend();
   void signal_tree(int sig);
+  void signal_escaped(int sig);
 
   Signals& signals_;
   Hold& hold_;
@@ -43,6 +45,8 @@ class Supervisor {
   bool tree_gone_ = false;
   bool stopping_ = false;
   bool killing_ = false;
+  int stop_signal_ = 0;
+  std::set<pid_t> signalled_;  // escaped orphans that got the stop signal
   Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
   bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
   Deadline kill_at_ = Deadline::never();

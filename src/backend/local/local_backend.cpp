@@ -27,6 +27,7 @@
 #include "backend/local/ofd_lock.hpp"
 #include "backend/local/prefix_dir.hpp"
 #include "backend/local/state_dir.hpp"
+#include "util/log.hpp"
 
 namespace lk {
 namespace {
@@ -332,6 +333,8 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   };
 
   // Step 2.
+  verbose("prefix '{}' is busy{}; waiting in line with ticket {}", spec.prefix,
+          describe_holders(dir), ticket.number());
   if (!wait_for_turn(dir, ticket.number(), deadline, interrupt)) throw timed_out();
 
   // Step 3.
