@@ -8,9 +8,29 @@
 #include "cli/duration.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/terminal.hpp"
+#include "runner/wait_notice.hpp"
 #include "util/log.hpp"
 
 namespace lk {
+namespace {
+
+// "still waiting for prefix 'p', held by pid 12 on web1 since ...".
+std::string waiting_for(Backend& backend, const std::string& prefix) {
+  std::string line = "still waiting for prefix '" + prefix + "'";
+  try {
+    PrefixStatus s = backend.status(prefix);
+    for (std::size_t i = 0; i < s.holders.size(); ++i)
+      line += fmt::format("{} pid {} on {} since {}", i ? "," : ", held by", s.holders[i].pid,
+                          s.holders[i].host, s.holders[i].since);
+    if (!s.waiters.empty()) line += fmt::format(" ({} waiting, this one included)", s.waiters.size());
+  } catch (const Error&) {
+    // The notice is a courtesy; the wait goes on regardless.
+  }
+  return line;
+}
+
+}  // namespace
+
 int run(const Options& o) {
   Signals signals;  // first, so that no signal is missed while we wait
   auto backend = make_backend(o);
@@ -21,7 +41,11 @@ int run(const Options& o) {
           o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
 
   int stop_signal = 0;
-  Interrupt interrupt{signals.fd(), [&] { return (stop_signal = signals.take_stop_signal()) != 0; }};
+  WaitNotice notice(signals.fd(), std::chrono::seconds(3));
+  Interrupt interrupt{notice.fd(), [&] {
+                        notice.maybe_print([&] { return waiting_for(*backend, o.prefix); });
+                        return (stop_signal = signals.take_stop_signal()) != 0;
+                      }};
   Deadline deadline = o.timeout.count() ? Deadline::after(o.timeout) : Deadline::never();
   std::unique_ptr<Hold> hold;
   try {

@@ -5,6 +5,7 @@ tmux server."""
 import os
 import re
 import shlex
+import socket
 import signal
 import subprocess
 import unittest
@@ -68,9 +69,9 @@ class TerminalTest(LockTestCase):
         ^C, say), as output does and the command that printed it does not."""
         return len(re.findall(rf"(?m)(?:^|\s|\^C){re.escape(line)}$", self.screen()))
 
-    def wait_screen(self, line, count=1):
+    def wait_screen(self, line, count=1, partial=False):
         try:
-            wait_for(lambda: self.lines(line) >= count,
+            wait_for(lambda: (line in self.screen()) if partial else self.lines(line) >= count,
                      what=f"{count} line(s) {line!r} on the terminal")
         except AssertionError as e:
             raise AssertionError(f"{e}; the terminal shows:\n{self.screen()}") from None
@@ -147,6 +148,18 @@ class TerminalTest(LockTestCase):
         wait_for(lambda: not pid_alive(lock), what="lock to exit")
         self.tmux("send-keys", "-t", "t", "echo status-$?", "Enter")
         self.wait_screen("status-0")
+
+    @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash")
+    def test_a_long_wait_on_a_terminal_says_once_whom_it_waits_for(self):
+        holder = self.hold()
+        self.open_bash()
+        self.tmux("send-keys", "-t", "t", f"{shlex.quote(LOCK)} p echo got-it", "Enter")
+        self.wait_screen(f"still waiting for prefix 'p', held by pid {holder.pid} on "
+                         f"{socket.gethostname()} since", partial=True)
+        self.release()
+        self.wait_screen("got-it")
+        self.assertEqual(self.screen().count("still waiting"), 1)
+        self.assert_succeeds(holder)
 
     def open_bash(self):
         """An interactive bash with job control in a new pane; returns its pid."""
