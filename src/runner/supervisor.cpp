@@ -81,8 +81,40 @@ void Supervisor::on_loss() {
   }
 }
 
-// Collects every exited child (the direct one, or an orphan of the tree adopted by us).
+// Collects every child that changed state: the direct one, or an orphan of the tree adopted by
+// us. The direct child leads the process group and is reaped last: while its zombie lasts, the
+// group's id stays reserved, so signalling the group can never reach a stranger that reused it.
 void Supervisor::reap() {
+  std::optional<std::vector<pid_t>> pids;
+  for (bool reaped = true; reaped;) {  // until a pass finds nothing more to reap
+    reaped = false;
+    if (!(pids = children())) return reap_any();
+    for (pid_t pid : *pids) {
+      bool leader = pid == child_;
+      siginfo_t info{};
+      int flags = WEXITED | WSTOPPED | WNOHANG | (leader ? WNOWAIT : 0);
+      if (waitid(P_PID, pid, &info, flags) < 0 || info.si_pid == 0) continue;
+      if (info.si_code == CLD_STOPPED) {
+        if (leader) waitid(P_PID, pid, &info, WSTOPPED | WNOHANG);  // take the event
+        on_stopped(info);
+      } else if (leader) {
+        if (child_running_) on_child_exit(info);
+      } else {
+        reaped = true;
+      }
+    }
+  }
+  if (!child_running_ && (pids->empty() || (pids->size() == 1 && pids->front() == child_))) {
+    siginfo_t info{};
+    waitid(P_PID, child_, &info, WEXITED | WNOHANG);
+    tree_gone_ = true;  // a zombie leader has no live descendants: they were adopted by us
+    return;
+  }
+  after_reap();
+}
+
+// Without /proc we cannot tell our children apart: reap whatever exits, the leader included.
+void Supervisor::reap_any() {
   for (;;) {
     siginfo_t info{};
     if (waitid(P_ALL, 0, &info, WEXITED | WSTOPPED | WNOHANG) < 0) {
@@ -91,20 +123,27 @@ void Supervisor::reap() {
       return;
     }
     if (info.si_pid == 0) break;  // some remain, none has exited
-    if (info.si_code == CLD_STOPPED) {
-      bool job_control = info.si_status == SIGTSTP || info.si_status == SIGTTIN ||
-                         info.si_status == SIGTTOU;
-      if (info.si_pid == child_ && job_control && (foreground_->active() || tstp_forwarded_))
-        suspend();
-      continue;
-    }
-    if (info.si_pid == child_) {
-      child_running_ = false;
-      result_.child = child_end(info);
-      verbose("the child exited ({} {})", result_.child.signaled ? "signal" : "status",
-              result_.child.code);
-    }
+    if (info.si_code == CLD_STOPPED) on_stopped(info);
+    if (info.si_code != CLD_STOPPED && info.si_pid == child_) on_child_exit(info);
   }
+  after_reap();
+}
+
+void Supervisor::on_stopped(const siginfo_t& info) {
+  bool job_control =
+      info.si_status == SIGTSTP || info.si_status == SIGTTIN || info.si_status == SIGTTOU;
+  if (info.si_pid == child_ && job_control && (foreground_->active() || tstp_forwarded_))
+    suspend();
+}
+
+void Supervisor::on_child_exit(const siginfo_t& info) {
+  child_running_ = false;
+  result_.child = child_end(info);
+  verbose("the child exited ({} {})", result_.child.signaled ? "signal" : "status",
+          result_.child.code);
+}
+
+void Supervisor::after_reap() {
   if (killing_) {
     signal_tree(SIGKILL);  // orphans adopted since the last round
   } else if (stopping_) {
@@ -143,9 +182,16 @@ void Supervisor::signal_tree(int sig) {
 // by us: their pids cannot be reused before we reap them, so signalling them is safe. Each gets
 // a given signal once.
 void Supervisor::signal_escaped(int sig) {
-  std::ifstream children("/proc/self/task/" + std::to_string(getpid()) + "/children");
-  for (pid_t pid; children >> pid;)
+  for (pid_t pid : children().value_or(std::vector<pid_t>{}))
     if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
+}
+
+std::optional<std::vector<pid_t>> Supervisor::children() {
+  std::ifstream list("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  if (!list) return std::nullopt;
+  std::vector<pid_t> pids;
+  for (pid_t pid; list >> pid;) pids.push_back(pid);
+  return pids;
 }
 
 }  // namespace lk

@@ -1,6 +1,10 @@
 #pragma once
 #include <chrono>
+#include <optional>
 #include <set>
+#include <vector>
+
+#include <signal.h>
 
 #include "backend/backend.hpp"
 #include "runner/child.hpp"
@@ -30,6 +34,11 @@ class Supervisor {
   void on_signal(int sig);
   void on_loss();
   void reap();
+  void reap_any();
+  void on_stopped(const siginfo_t& info);
+  void on_child_exit(const siginfo_t& info);
+  void after_reap();
+  static std::optional<std::vector<pid_t>> children();  // ours; nullopt without /proc
   void stop(int sig, const std::string& why);
   void suspend();
   void signal_tree(int sig);
