@@ -8,12 +8,13 @@
 namespace lk {
 namespace {
 
-// Stop signals and the ones forwarded to the child: these honour an ignored disposition we
+// Stop signals, the ones forwarded to the child and ^Z: these honour an ignored disposition we
 // inherited.
-constexpr int kForwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
-// Always ours: SIGCHLD for reaping, job control (^Z and fg), and SIGTTOU so that giving the
+constexpr int kForwarded[] = {SIGHUP,  SIGINT,   SIGQUIT, SIGTERM, SIGUSR1,
+                              SIGUSR2, SIGWINCH, SIGALRM, SIGTSTP};
+// Always ours: SIGCHLD for reaping, SIGCONT to pass on fg and bg, and SIGTTOU so that giving the
 // terminal back from the background does not stop us.
-constexpr int kOwn[] = {SIGCHLD, SIGTSTP, SIGCONT, SIGTTOU};
+constexpr int kOwn[] = {SIGCHLD, SIGCONT, SIGTTOU};
 
 bool ignored(int sig) {
   struct sigaction current;
@@ -26,7 +27,7 @@ Signals::Signals() {
   sigset_t set;
   sigemptyset(&set);
   // A signal we were started with ignored (nohup; ^C for a background job of a script) stays
-  // ignored, by us and by the child, as it would for any other program.
+  // ignored, by us and by the child, as it would for any other program. Not SIGCHLD: see below.
   for (int sig : kForwarded)
     if (!ignored(sig)) sigaddset(&set, sig);
   for (int sig : kOwn) sigaddset(&set, sig);

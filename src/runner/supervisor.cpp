@@ -26,6 +26,10 @@ Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
     : signals_(signals), hold_(hold), watchdog_(watchdog), kill_after_(kill_after) {}
 
 RunResult Supervisor::run(const ChildSpec& spec) {
+  // Children we had before the child (inherited across the exec that started us, or the watchdog
+  // when we are init) are not of its tree: never signalled, never waited for.
+  foreign_.insert(watchdog_.pid());
+  for (pid_t pid : children().value_or(std::vector<pid_t>{})) foreign_.insert(pid);
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
   // Also when started in the background: a later fg hands the terminal over (see suspend()).
   Foreground foreground(spec.on_terminal);
@@ -101,6 +105,7 @@ void Supervisor::reap() {
         if (child_running_) on_child_exit(info);
       } else {
         reaped = true;
+        signalled_.erase(pid);
       }
     }
   }
@@ -159,7 +164,12 @@ void Supervisor::suspend() {
   tstp_forwarded_ = false;
   verbose("the child was suspended; suspending too");
   foreground_->give_back();
-  kill(0, SIGSTOP);  // our whole group, as the terminal would have stopped the job (a script too)
+  // On a terminal, our whole group, as the terminal stops a job (a script that runs us too);
+  // otherwise the ^Z was sent to us alone, and only we stop.
+  if (foreground_->active())
+    kill(0, SIGSTOP);
+  else
+    raise(SIGSTOP);
   foreground_->hand_over();
   verbose("continued; continuing the child");
   kill(-child_, SIGCONT);
@@ -186,11 +196,12 @@ void Supervisor::signal_escaped(int sig) {
     if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
 }
 
-std::optional<std::vector<pid_t>> Supervisor::children() {
+std::optional<std::vector<pid_t>> Supervisor::children() const {
   std::ifstream list("/proc/self/task/" + std::to_string(getpid()) + "/children");
   if (!list) return std::nullopt;
   std::vector<pid_t> pids;
-  for (pid_t pid; list >> pid;) pids.push_back(pid);
+  for (pid_t pid; list >> pid;)
+    if (!foreign_.contains(pid)) pids.push_back(pid);
   return pids;
 }
 

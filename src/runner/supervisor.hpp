@@ -38,7 +38,7 @@ class Supervisor {
   void on_stopped(const siginfo_t& info);
   void on_child_exit(const siginfo_t& info);
   void after_reap();
-  static std::optional<std::vector<pid_t>> children();  // ours; nullopt without /proc
+  std::optional<std::vector<pid_t>> children() const;  // of the tree; nullopt without /proc
   void stop(int sig, const std::string& why);
   void suspend();
   void signal_tree(int sig);
@@ -56,6 +56,7 @@ class Supervisor {
   bool killing_ = false;
   int stop_signal_ = 0;
   std::set<pid_t> signalled_;  // escaped orphans that got the stop signal
+  std::set<pid_t> foreign_;    // our children that are not of the child's tree
   Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
   bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
   Deadline kill_at_ = Deadline::never();

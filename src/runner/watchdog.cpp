@@ -54,14 +54,23 @@ Watchdog::Watchdog() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
   UniqueFd theirs(sv[1]);
   socket_.reset(sv[0]);
+  int pid_pipe[2];
+  if (pipe2(pid_pipe, O_CLOEXEC) < 0) throw sys_error("pipe");
+  UniqueFd pid_in(pid_pipe[0]), pid_out(pid_pipe[1]);
   pid_t middle = fork();
   if (middle < 0) throw sys_error("cannot start the watchdog");
   if (middle == 0) {
-    if (fork() == 0) watch(sv[1]);  // adopted by init (or an outer subreaper) once middle exits
+    pid_t watchdog = fork();  // adopted by init (or an outer subreaper) once middle exits
+    if (watchdog == 0) watch(sv[1]);
+    (void)!write(pid_pipe[1], &watchdog, sizeof watchdog);
     _exit(0);
   }
+  pid_out.reset();
   while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
   }
+  // We may be that init (lock as a container's first process): then the watchdog is our child
+  // after all, and the supervisor must know it.
+  if (read(pid_in.get(), &pid_, sizeof pid_) != sizeof pid_) pid_ = -1;
 }
 
 namespace {

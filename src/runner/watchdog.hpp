@@ -11,14 +11,15 @@ namespace lk {
 
 class Watchdog {
  public:
-  // Forks the watchdog, detached: it is not our child, so "no children left" means the child tree
-  // is gone. Forked before we wait for the lock, so that it costs nothing while we hold it, and
-  // before we become a subreaper, so that it is not adopted by us.
+  // Forks the watchdog, detached: it is not our child (unless we are init), so it never counts
+  // as part of the child tree. Forked before we wait for the lock, so that it costs nothing while
+  // we hold it, and before we become a subreaper, so that it is not adopted by us.
   Watchdog();
   // Closing while guarding is what kills the group: an exception that leaves the tree running
   // ends in the safe state.
   ~Watchdog() = default;
 
+  pid_t pid() const { return pid_; }
   // Keeps a copy of `fd` open until we are gone. Closing an inotify descriptor waits for an RCU
   // grace period, milliseconds that nobody should wait for; the watchdog pays them instead.
   void keep_open(int fd);
@@ -28,6 +29,7 @@ class Watchdog {
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
  private:
+  pid_t pid_ = -1;
   UniqueFd socket_;
 };
 

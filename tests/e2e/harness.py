@@ -49,7 +49,7 @@ def read_file(path):
 
 def prefixes_left(state):
     """What is left in a state directory besides its fencing counter, which stays for good."""
-    return sorted(f for f in os.listdir(state) if f != "fence") if os.path.isdir(state) else []
+    return sorted(f for f in os.listdir(state) if f != "@fence") if os.path.isdir(state) else []
 
 
 class LockTestCase(unittest.TestCase):

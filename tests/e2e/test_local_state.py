@@ -244,13 +244,20 @@ class LocalStateTest(LockTestCase):
         self.assertFalse(os.path.exists(self.path("ran")))
         self.assertEqual(self.prefixes_left(), [])
 
+    def test_no_prefix_takes_the_place_of_the_fencing_counter(self):
+        for prefix in ("fence", "@fence", "%40fence"):
+            with self.subTest(prefix=prefix):
+                r = self.run_lock(prefix, "echo $LOCK_FENCING_TOKEN")
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(os.listdir(self.state), ["@fence"])
+
     def test_prefix_maps_to_a_percent_encoded_directory(self):
         cases = {"a/b c": "a%2Fb%20c", "x:y~z/\u00e9": "x%3Ay%7Ez%2F%C3%A9",
                  "Az-09_.x": "Az-09_.x", "50%": "50%25"}
         for prefix, directory in cases.items():
             with self.subTest(prefix=prefix):
                 listing = self.path("listing")
-                r = self.run_lock(prefix, f"ls -I fence {self.state} > {listing}; "
+                r = self.run_lock(prefix, f"ls -I @fence {self.state} > {listing}; "
                                           f"echo $LOCK_KEY >> {listing}")
                 self.assertEqual((r.returncode, r.stderr), (0, ""))
                 self.assertEqual(read_file(listing).splitlines(),

@@ -3,11 +3,13 @@ stops with it, and the lock is never handed on while any of them still runs."""
 
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 import unittest
 
-from harness import (SLOW, LockTestCase, group_members, pid_alive, proc_stat, read_file, send,
+from harness import (LOCK, SLOW, LockTestCase, group_members, pid_alive, proc_stat, read_file, send,
                      wait_for)
 
 STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
@@ -220,6 +222,30 @@ class InheritedDispositionTest(SignalTestCase):
         send(proc, signal.SIGHUP)
         open(gate, "w").close()
         self.assertEqual(self.finish(proc), (0, "done\n", ""))
+
+
+class ForeignChildrenTest(SignalTestCase):
+
+    def test_a_child_inherited_through_exec_is_left_alone(self):
+        # sh's background sleep becomes lock's child when sh execs lock; it is not the tree's.
+        script = f"sleep 30 >/dev/null 2>&1 & echo $! > {self.path('bg')}; exec \"$@\""
+        r = subprocess.run(["sh", "-c", script, "sh", LOCK, "p", "echo ran"], env=self.env,
+                           capture_output=True, text=True, timeout=20 * SLOW,
+                           preexec_fn=default_signals)
+        bg = self.pid_from("bg")
+        self.kill_later(bg)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "ran\n", ""))
+        self.assertTrue(pid_alive(bg), "lock stopped a process that was not its child's")
+
+    @unittest.skipUnless(shutil.which("unshare"), "needs unshare")
+    def test_as_the_first_process_of_a_pid_namespace_lock_ends_at_once(self):
+        # The watchdog is then lock's own child; it must not count as part of the tree.
+        r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", LOCK, "-kill-after", "60s",
+                            "p", "echo ran"], env=self.env, capture_output=True, text=True,
+                           timeout=20 * SLOW, preexec_fn=default_signals)
+        if r.stderr.startswith("unshare:"):
+            self.skipTest(f"cannot make a pid namespace here: {r.stderr.strip()}")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "ran\n", ""))
 
 
 class KilledLockTest(SignalTestCase):

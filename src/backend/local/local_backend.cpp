@@ -37,7 +37,8 @@ namespace {
 // itself is wiped (a reboot empties /run), the counter restarts from the wall clock in
 // microseconds, which is past anything handed out before.
 std::uint64_t next_fencing_token(int state_fd) {
-  UniqueFd fd(openat(state_fd, "fence", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // '@' is always percent-encoded in a prefix's directory name, so no prefix can take this name.
+  UniqueFd fd(openat(state_fd, "@fence", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) throw sys_error("cannot open the fencing counter");
   LockTarget target{fd.get(), LockKind::exclusive};
   lock_any({&target, 1}, Deadline::never(), Interrupt{});
@@ -181,7 +182,7 @@ class LocalHold : public Hold {
   ~LocalHold() override {
     try {
       release();
-    } catch (const Error&) {
+    } catch (...) {
       // Unwinding already: the descriptor is closed, only tidiness is lost.
     }
   }
@@ -240,9 +241,20 @@ class LocalHold : public Hold {
   UniqueFd inotify_;
 };
 
+// Made once the slot is won, before a fencing token is taken (waiters hold no inotify instance:
+// there are only 128 per user by default).
+UniqueFd new_inotify() {
+  UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!fd)
+    throw sys_error(errno == EMFILE ? "cannot watch the lock files (see fs.inotify.max_user_instances)"
+                                    : "cannot watch the lock files");
+  return fd;
+}
+
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
 std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
-                                HolderRecord record, UniqueFd inotify) {
+                                HolderRecord record) {
+  UniqueFd inotify = new_inotify();  // before the token: failing here spends none
   dir.write_meta(meta);
   record.token = next_fencing_token(dir.state_fd());
   write_record(fd.get(), record);
@@ -254,23 +266,6 @@ std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
   UniqueFd fd = open_in(dir, PrefixDir::slot_file(slot), O_RDWR | O_CREAT);
   if (!fd) throw sys_error("cannot open " + dir.path(PrefixDir::slot_file(slot)));
-  return fd;
-}
-
-}  // namespace
-
-LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
-    : state_path_(std::move(state_path)), state_(open_state_dir(state_path_, state_is_default)) {}
-
-namespace {
-
-// Made before anything is locked, so that running out of inotify instances is an error on the
-// way in, not after the slot and a fencing token were taken.
-UniqueFd new_inotify() {
-  UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd)
-    throw sys_error(errno == EMFILE ? "cannot watch the lock files (see fs.inotify.max_user_instances)"
-                                    : "cannot watch the lock files");
   return fd;
 }
 
@@ -286,10 +281,12 @@ void check_limit_fits(int limit) {
 
 }  // namespace
 
+LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
+    : state_path_(std::move(state_path)), state_(open_state_dir(state_path_, state_is_default)) {}
+
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
                                             const Interrupt& interrupt) {
   check_limit_fits(spec.limit);
-  UniqueFd inotify = new_inotify();
   auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                               interrupt);
   auto waiter = HolderRecord::for_this_process(spec.prefix, spec.session_name);
@@ -305,7 +302,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     for (int i = 0; i < spec.limit; ++i) {
       UniqueFd fd = open_slot(dir, i);
       if (try_lock(fd.get(), LockKind::exclusive))
-        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter, std::move(inotify));
+        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter);
     }
   }
   std::uint64_t number = meta.next_ticket++;
@@ -322,7 +319,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       ticket.leave();
       try {
         dir.tidy();
-      } catch (const Error&) {
+      } catch (...) {
         // Only tidiness is lost: the next user of the prefix cleans up.
       }
     }
@@ -352,8 +349,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   give_up.armed = false;
   ticket.leave();
   meta = dir.read_meta();
-  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter,
-                   std::move(inotify));
+  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter);
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {

@@ -14,7 +14,8 @@ namespace lk {
 // same user must find the same locks, and logind removes that directory at logout.
 std::string default_state_dir() {
   if (geteuid() == 0) return "/run/lock/lock";
-  if (access("/run/lock", W_OK | X_OK) == 0) return "/run/lock/lock-" + std::to_string(geteuid());
+  if (faccessat(AT_FDCWD, "/run/lock", W_OK | X_OK, AT_EACCESS) == 0)
+    return "/run/lock/lock-" + std::to_string(geteuid());
   return "/tmp/lock-" + std::to_string(geteuid());
 }
 
