@@ -1,10 +1,10 @@
 #pragma once
+#include <signal.h>
+
 #include <chrono>
 #include <optional>
 #include <set>
 #include <vector>
-
-#include <signal.h>
 
 #include "backend/backend.hpp"
 #include "runner/child.hpp"
@@ -24,7 +24,7 @@ namespace lk {
 //   kill deadline   SIGKILL to whatever of the tree is left
 // and it returns only once the whole child tree is gone: we are its subreaper, so every process
 // it started, even one that left its process group, becomes our child when orphaned, and the
-// tree is gone when we have no child left.
+// tree is gone when no child of ours is left but the leader's zombie, which is reaped last.
 class Supervisor {
  public:
   Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, std::chrono::nanoseconds kill_after);
