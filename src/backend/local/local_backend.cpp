@@ -281,8 +281,9 @@ void check_limit_fits(int limit) {
 
 }  // namespace
 
-LocalBackend::LocalBackend(std::string state_path, bool state_is_default)
-    : state_path_(std::move(state_path)), state_(open_state_dir(state_path_, state_is_default)) {}
+LocalBackend::LocalBackend(std::string state_path, bool state_is_default, bool only_look)
+    : state_path_(std::move(state_path)),
+      state_(open_state_dir(state_path_, state_is_default, !only_look)) {}
 
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
                                             const Interrupt& interrupt) {
@@ -354,6 +355,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {
   PrefixStatus status;
+  if (!state_) return status;  // no state directory: nobody has used any prefix
   std::string name = encode_prefix(prefix);
   UniqueFd dir(openat(state_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) {

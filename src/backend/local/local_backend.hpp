@@ -9,7 +9,8 @@ namespace lk {
 // The embedded default: file locks on this machine, under one state directory.
 class LocalBackend : public Backend {
  public:
-  LocalBackend(std::string state_path, bool state_is_default);
+  // `only_look`: for status only, so a missing state directory is not created.
+  LocalBackend(std::string state_path, bool state_is_default, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
   PrefixStatus status(const std::string& prefix) override;

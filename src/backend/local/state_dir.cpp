@@ -34,12 +34,13 @@ void make_dirs(const std::string& path) {
 
 }  // namespace
 
-UniqueFd open_state_dir(const std::string& path, bool must_be_private) {
+UniqueFd open_state_dir(const std::string& path, bool must_be_private, bool create) {
   if (path.empty()) throw UsageError("the state directory must not be empty");
-  make_dirs(path);
+  if (create) make_dirs(path);
   // A path the user named may be a symlink; the default one, in a shared place, may not.
   int nofollow = must_be_private ? O_NOFOLLOW : 0;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow));
+  if (!fd && !create && errno == ENOENT) return fd;
   if (!fd) throw sys_error("cannot open state directory " + path);
   if (must_be_private) {
     struct stat st;

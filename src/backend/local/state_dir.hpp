@@ -12,8 +12,8 @@ std::string default_state_dir();
 
 // Opens the state directory, creating it (and missing parents) private to the user. A shared
 // location such as /tmp could hold a directory planted by someone else, so the default one must
-// also be ours and closed to others.
-UniqueFd open_state_dir(const std::string& path, bool must_be_private);
+// also be ours and closed to others. Without `create`, a missing one gives an empty descriptor.
+UniqueFd open_state_dir(const std::string& path, bool must_be_private, bool create);
 
 // The directory name a prefix maps to inside the state directory: one flat name, so no prefix
 // can reach outside it, readable for the common characters and percent-encoded otherwise.
