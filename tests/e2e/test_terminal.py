@@ -124,13 +124,7 @@ class TerminalTest(LockTestCase):
         # The shell gets the terminal back because the job it knows, lock, stopped.
         wait_for(lambda: "Stopped" in self.screen(), what="the shell to report the job stopped")
         self.assertEqual(proc_state(lock), "T")
-        self.tmux("send-keys", "-t", "t", "fg", "Enter")
-        self.tmux("send-keys", "-t", "t", "two", "Enter")
-        self.wait_screen("two", 2)
-        self.tmux("send-keys", "-t", "t", "C-d")
-        wait_for(lambda: not pid_alive(lock), what="lock to exit")
-        self.tmux("send-keys", "-t", "t", "echo status-$?", "Enter")
-        self.wait_screen("status-0")
+        self.fg_then_end_cat(lock)
         self.assertNotIn("lock:", self.screen())
 
     @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash for job control")
@@ -141,13 +135,7 @@ class TerminalTest(LockTestCase):
                         what="lock to start in the background")[0]
         # cat reads the terminal from the background and stops; lock stops with it, as a job.
         wait_for(lambda: proc_state(lock) == "T", what="lock to stop with its child")
-        self.tmux("send-keys", "-t", "t", "fg", "Enter")
-        self.tmux("send-keys", "-t", "t", "two", "Enter")
-        self.wait_screen("two", 2)
-        self.tmux("send-keys", "-t", "t", "C-d")
-        wait_for(lambda: not pid_alive(lock), what="lock to exit")
-        self.tmux("send-keys", "-t", "t", "echo status-$?", "Enter")
-        self.wait_screen("status-0")
+        self.fg_then_end_cat(lock)
 
     @unittest.skipUnless(os.access("/bin/bash", os.X_OK), "needs bash")
     def test_a_long_wait_on_a_terminal_says_once_whom_it_waits_for(self):
@@ -160,6 +148,17 @@ class TerminalTest(LockTestCase):
         self.wait_screen("got-it")
         self.assertEqual(self.screen().count("still waiting"), 1)
         self.assert_succeeds(holder)
+
+    def fg_then_end_cat(self, lock):
+        """Brings the stopped job back with fg, checks that cat reads the terminal again, ends it
+        with ^D and checks that lock exits 0."""
+        self.tmux("send-keys", "-t", "t", "fg", "Enter")
+        self.tmux("send-keys", "-t", "t", "two", "Enter")
+        self.wait_screen("two", 2)
+        self.tmux("send-keys", "-t", "t", "C-d")
+        wait_for(lambda: not pid_alive(lock), what="lock to exit")
+        self.tmux("send-keys", "-t", "t", "echo status-$?", "Enter")
+        self.wait_screen("status-0")
 
     def open_bash(self):
         """An interactive bash with job control in a new pane; returns its pid."""

@@ -252,10 +252,8 @@ UniqueFd new_inotify() {
 }
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
-std::unique_ptr<Hold> hold_slot(PrefixDir dir, Meta meta, int slot, UniqueFd fd,
-                                HolderRecord record) {
+std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderRecord record) {
   UniqueFd inotify = new_inotify();  // before the token: failing here spends none
-  dir.write_meta(meta);
   record.token = next_fencing_token(dir.state_fd());
   write_record(fd.get(), record);
   dir.unlock_meta();
@@ -297,13 +295,15 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   if (meta.limit != spec.limit && meta.limit != 0 && dir.remove_if_idle())
     return acquire(spec, deadline, interrupt);  // a limit nobody uses any more
   check_limit(meta.limit, spec.limit);
+  bool limit_is_new = meta.limit == 0;
   meta.limit = spec.limit;
   // Nobody waits: a free slot is ours at once, without a ticket (the uncontended path).
   if (dir.tickets().empty()) {
     for (int i = 0; i < spec.limit; ++i) {
       UniqueFd fd = open_slot(dir, i);
-      if (try_lock(fd.get(), LockKind::exclusive))
-        return hold_slot(std::move(dir), meta, i, std::move(fd), waiter);
+      if (!try_lock(fd.get(), LockKind::exclusive)) continue;
+      if (limit_is_new) dir.write_meta(meta);
+      return hold_slot(std::move(dir), i, std::move(fd), waiter);
     }
   }
   std::uint64_t number = meta.next_ticket++;
@@ -331,8 +331,9 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   };
 
   // Step 2.
-  verbose("prefix '{}' is busy{}; waiting in line with ticket {}", spec.prefix,
-          describe_holders(dir), ticket.number());
+  if (verbose_enabled())  // reading the records costs a look at every slot: only when asked
+    verbose("prefix '{}' is busy{}; waiting in line with ticket {}", spec.prefix,
+            describe_holders(dir), ticket.number());
   if (!wait_for_turn(dir, ticket.number(), deadline, interrupt)) throw timed_out();
 
   // Step 3.
@@ -349,8 +350,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   dir.lock_meta();
   give_up.armed = false;
   ticket.leave();
-  meta = dir.read_meta();
-  return hold_slot(std::move(dir), meta, static_cast<int>(*slot), std::move(slots[*slot]), waiter);
+  return hold_slot(std::move(dir), static_cast<int>(*slot), std::move(slots[*slot]), waiter);
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {

@@ -14,8 +14,8 @@
 namespace lk {
 namespace {
 
-bool starts_with(const char* name, const char* prefix) {
-  return std::string_view(name).starts_with(prefix);
+bool starts_with(std::string_view name, std::string_view prefix) {
+  return name.starts_with(prefix);
 }
 
 // Calls fn(name) for every entry of the directory but "." and "..".
@@ -38,7 +38,7 @@ void for_each_entry(int dir_fd, Fn fn) {
 std::vector<std::string> locked_contents(int dir_fd, std::string_view kind) {
   std::vector<std::string> names, contents;
   for_each_entry(dir_fd, [&](const char* name) {
-    if (std::string_view(name).starts_with(kind)) names.emplace_back(name);
+    if (starts_with(name, kind)) names.emplace_back(name);
   });
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
@@ -124,10 +124,10 @@ std::vector<std::uint64_t> PrefixDir::tickets() const {
   return numbers;
 }
 
-bool PrefixDir::any_locked(bool tickets_only) const {
+bool PrefixDir::any_locked(std::string_view kind) const {
   bool locked = false;
   for_each_entry(dir_.get(), [&](const char* name) {
-    if (locked || std::string_view(name) == "meta" || (tickets_only && !starts_with(name, "q.")))
+    if (locked || std::string_view(name) == "meta" || !starts_with(name, kind))
       return;
     UniqueFd fd(openat(dir_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (fd && is_locked_elsewhere(fd.get())) locked = true;
@@ -135,10 +135,10 @@ bool PrefixDir::any_locked(bool tickets_only) const {
   return locked;
 }
 
-bool PrefixDir::someone_waits() const { return any_locked(true); }
+bool PrefixDir::someone_waits() const { return any_locked("q."); }
 
 bool PrefixDir::remove_if_idle() {
-  if (any_locked(false)) return false;
+  if (any_locked("")) return false;
   for_each_entry(dir_.get(), [&](const char* name) {
     if (starts_with(name, "q.") || starts_with(name, "slot.")) unlinkat(dir_.get(), name, 0);
   });

@@ -54,7 +54,7 @@ class PrefixDir {
  private:
   PrefixDir(int state_fd, std::string path, std::string name)
       : state_fd_(state_fd), path_(std::move(path)), name_(std::move(name)) {}
-  bool any_locked(bool tickets_only) const;
+  bool any_locked(std::string_view kind) const;  // of the files named kind... ("" for all)
 
   int state_fd_;
   std::string path_;  // of the prefix's directory
