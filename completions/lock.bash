@@ -2,11 +2,12 @@
 
 _lock() {
     local value_flags=" n name monitor-retry timeout try kill-after backend state-dir http-addr
-        token token-file ca-file ca-path client-cert client-key tls-server-name datacenter "
+        token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
+        endpoints session-ttl lock-delay value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
         -preserve-status -kill-after -verbose -backend -state-dir -status -json -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
-        -datacenter -stale"
+        -datacenter -stale -endpoints -session-ttl -lock-delay -value"
 
     # bash splits "-flag=value" at "="; join the pieces again, remembering where each word began.
     local -a words=() starts=()
@@ -77,7 +78,7 @@ _lock() {
         [[ $cur == -?*=* && $COMP_WORDBREAKS != *=* ]] && pre=$flag=
         local opt=${flag#-}
         case ${opt#-} in
-            timeout | try | kill-after)
+            timeout | try | kill-after | session-ttl | lock-delay)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "1s 5s 30s 5m 1h" -- "$value") ;;
             backend)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper" -- "$value") ;;

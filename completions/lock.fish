@@ -4,7 +4,8 @@
 # word that is not an option, or the word after "--". Fails while options may still come.
 function __fish_lock_prefix_index
     set -l value_flags n name monitor-retry timeout try kill-after backend state-dir http-addr \
-        token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
+        token token-file ca-file ca-path client-cert client-key tls-server-name datacenter \
+        endpoints session-ttl lock-delay value
     set -l words (commandline -opc)
     set -l skip 0
     for i in (seq 2 (count $words))
@@ -74,3 +75,7 @@ complete -c lock -n $options -o client-key -r -F -d 'Client key for TLS'
 complete -c lock -n $options -o tls-server-name -x -d 'Server name to use as the SNI host for TLS'
 complete -c lock -n $options -o datacenter -x -d 'Datacenter to query'
 complete -c lock -n $options -o stale -d 'Let any Consul server answer reads'
+complete -c lock -n $options -o endpoints -x -d 'etcd endpoints, comma-separated URLs'
+complete -c lock -n $options -o session-ttl -x -a $durations -d 'TTL of the session or lease'
+complete -c lock -n $options -o lock-delay -x -a $durations -d "Consul's lock-delay"
+complete -c lock -n $options -o value -x -d 'Value stored with the hold'

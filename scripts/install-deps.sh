@@ -3,7 +3,9 @@
 set -eu
 
 packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev
-          python3 tmux util-linux procps groff-base zsh fish"
+          python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev"
+# The etcd backend's tests run a real etcd and etcdctl lock beside lock.
+packages="$packages etcd-server etcd-client"
 # The benchmark's peers (flock is in util-linux).
 packages="$packages parallel"
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "backend/companion.hpp"
 #include "cli/options.hpp"
 #include "runner/runner.hpp"
 #include "status.hpp"
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
       std::puts("lock " LOCK_VERSION);
       return 0;
     }
+#ifndef LOCK_WITH_NETWORK
+    if (options.backend != "local") lk::exec_companion(argv, options.backend.c_str());
+#endif
     lk::set_verbose(options.verbose);
     return options.status ? lk::show_status(options) : lk::run(options);
   } catch (const lk::UsageError& e) {

@@ -43,6 +43,8 @@ class Hold {
   // Readable when the hold may have been lost; check_loss() then says whether it was, and why.
   virtual int loss_fd() const = 0;
   virtual std::optional<std::string> check_loss() = 0;
+  // Once lost, the child tree must be dead by this instant (a lease may expire then).
+  virtual Deadline dead_by() const { return Deadline::never(); }
   // Variables that tell the child what it holds (fencing token, key, prefix).
   virtual EnvVars child_env() const = 0;
   // Descriptors the child tree inherits, so the hold outlives this process only as long as the tree.

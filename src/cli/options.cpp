@@ -30,10 +30,21 @@ const char* const kDescription = R"(Usage: lock [options] prefix child...
   Options are Go-style: -flag, -flag=value or -flag value; the first argument
   that is not an option is the prefix, and everything after it is the child's.)";
 
+// `consul lock`'s API flags: any of them alone selects the consul backend, as it would.
 const std::vector<std::string> kApiFlags = {"http-addr",   "token",      "token-file",
                                             "ca-file",     "ca-path",    "client-cert",
                                             "client-key",  "tls-server-name", "datacenter",
                                             "stale"};
+// Which backends each flag that is not for all of them applies to.
+const std::vector<std::pair<std::string, std::vector<std::string>>> kBackendFlags = {
+    {"http-addr", {"consul"}},       {"token", {"consul"}},
+    {"token-file", {"consul"}},      {"datacenter", {"consul"}},
+    {"stale", {"consul"}},           {"lock-delay", {"consul"}},
+    {"ca-file", {"consul", "etcd"}}, {"ca-path", {"consul", "etcd"}},
+    {"client-cert", {"consul", "etcd"}}, {"client-key", {"consul", "etcd"}},
+    {"tls-server-name", {"consul", "etcd"}}, {"session-ttl", {"consul", "etcd"}},
+    {"value", {"consul", "etcd"}},   {"endpoints", {"etcd"}},
+    {"state-dir", {"local"}}};
 
 // CLI11 keeps the flag table, the environment defaults, the conversions and the help text; Go's
 // single-dash syntax is handled in go_flags before it sees anything.
@@ -64,7 +75,9 @@ std::chrono::nanoseconds duration_value(const std::string& flag, const std::stri
 // when a later one would win.
 void check_value(const std::string& flag, const std::string& text) {
   if (flag == "n" || flag == "monitor-retry") int_value(flag, text);
-  if (flag == "timeout" || flag == "try" || flag == "kill-after") duration_value(flag, text);
+  if (flag == "timeout" || flag == "try" || flag == "kill-after" || flag == "session-ttl" ||
+      flag == "lock-delay")
+    duration_value(flag, text);
 }
 
 class GoStyleFormatter : public CLI::Formatter {
@@ -80,7 +93,8 @@ class GoStyleFormatter : public CLI::Formatter {
 
 struct Cli {
   Options o;
-  std::string timeout_text, kill_after_text, ssl_text, ssl_verify_text;
+  std::string timeout_text, kill_after_text, ssl_text, ssl_verify_text, session_ttl_text,
+      lock_delay_text, endpoints_text;
   CLI::App app{kDescription, "lock"};
 
   Cli() {
@@ -140,6 +154,25 @@ struct Cli {
         "Server name to use as the SNI host for TLS");
     api("datacenter", o.api.datacenter, nullptr, "Datacenter to query (default: the agent's)");
     app.add_flag("--stale", o.api.stale, "Let any Consul server answer reads")->group("API Options");
+    app.add_option("--session-ttl", session_ttl_text,
+                   "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole "
+                   "seconds, default 10s)")
+        ->option_text("=<duration>")
+        ->group("Network Options");
+    app.add_option("--lock-delay", lock_delay_text,
+                   "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)")
+        ->option_text("=<duration>")
+        ->group("Network Options");
+    app.add_option_function<std::string>(
+           "--value", [this](const std::string& v) { o.value = v; },
+           "Value stored with the hold (default: a JSON record of host, pid and name)")
+        ->option_text("=<string>")
+        ->group("Network Options");
+    app.add_option("--endpoints", endpoints_text,
+                   "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379)")
+        ->option_text("=<urls>")
+        ->envname("ETCDCTL_ENDPOINTS")
+        ->group("Network Options");
     // Read from the environment only, like Consul does.
     app.add_option("--consul-http-ssl", ssl_text)->envname("CONSUL_HTTP_SSL")->group("");
     app.add_option("--consul-http-ssl-verify", ssl_verify_text)
@@ -171,14 +204,24 @@ bool env_bool(const char* env, const std::string& text, bool fallback) {
   return *b;
 }
 
-void choose_backend(Options& o, bool backend_flag, bool state_dir_flag) {
-  bool any_api_flag = !o.api_flags_given.empty();
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+void choose_backend(Options& o, const std::vector<std::string>& given) {
+  auto was_given = [&](const std::string& f) {
+    return std::find(given.begin(), given.end(), f) != given.end();
+  };
   const char* consul_addr = std::getenv("CONSUL_HTTP_ADDR");
   if (!o.backend.empty()) {
-    o.backend_chosen_by = backend_flag ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
-  } else if (any_api_flag) {
+    o.backend_chosen_by = was_given("backend") ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
+  } else if (!o.api_flags_given.empty()) {
     o.backend = "consul";
     o.backend_chosen_by = o.api_flags_given.front() + " selects it";
+  } else if (was_given("endpoints")) {
+    o.backend = "etcd";
+    o.backend_chosen_by = "-endpoints selects it";
   } else if (consul_addr && *consul_addr) {
     o.backend = "consul";
     o.backend_chosen_by = "CONSUL_HTTP_ADDR is set";
@@ -189,13 +232,46 @@ void choose_backend(Options& o, bool backend_flag, bool state_dir_flag) {
   if (std::find(known.begin(), known.end(), o.backend) == known.end())
     throw UsageError("unknown backend '" + o.backend +
                      "' (choose local, consul, etcd or zookeeper)");
-  if (o.backend != "consul" && any_api_flag)
-    throw UsageError(o.api_flags_given.front() + " applies to the consul backend, not to -backend " +
-                     o.backend);
+  for (const auto& [flag, backends] : kBackendFlags) {
+    if (!was_given(flag) || std::find(backends.begin(), backends.end(), o.backend) != backends.end())
+      continue;
+    std::string which = backends.front();
+    for (std::size_t i = 1; i < backends.size(); ++i) which += (i + 1 == backends.size() ? " and " : ", ") + backends[i];
+    throw UsageError("-" + flag + " applies to the " + which + " backend" +
+                     (backends.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
+  }
   o.state_dir_is_default = o.state_dir.empty();
-  if (o.backend != "local" && state_dir_flag)
-    throw UsageError("-state-dir applies to the local backend, not to -backend " + o.backend);
   if (o.state_dir_is_default) o.state_dir = default_state_dir();
+
+  if (o.backend == "etcd") {
+    // etcdctl's own variables stand in for Consul's where no flag is given.
+    auto etcd_env = [&](const char* flag, std::string& var, const char* env) {
+      if (!was_given(flag)) var = env ? env_or_empty(env) : "";
+    };
+    etcd_env("ca-file", o.api.ca_file, "ETCDCTL_CACERT");
+    etcd_env("client-cert", o.api.client_cert, "ETCDCTL_CERT");
+    etcd_env("client-key", o.api.client_key, "ETCDCTL_KEY");
+    etcd_env("ca-path", o.api.ca_path, nullptr);
+    etcd_env("tls-server-name", o.api.tls_server_name, nullptr);
+    std::string user = env_or_empty("ETCDCTL_USER");
+    auto colon = user.find(':');
+    o.etcd_user = user.substr(0, colon);
+    o.etcd_password = colon == std::string::npos ? env_or_empty("ETCDCTL_PASSWORD") : user.substr(colon + 1);
+    if (o.endpoints.empty()) o.endpoints = {"http://127.0.0.1:2379"};
+    if (o.session_ttl.count() == 0) o.session_ttl = std::chrono::seconds(10);
+    if (o.session_ttl < std::chrono::seconds(1) || o.session_ttl % std::chrono::seconds(1) != o.session_ttl.zero())
+      throw UsageError("-session-ttl for etcd must be a whole number of seconds, at least 1s");
+  }
+  if (o.backend == "consul") {
+    using namespace std::chrono_literals;
+    if (o.session_ttl.count() == 0) o.session_ttl = 15s;
+    // Consul's own bounds and wording.
+    if (o.session_ttl < 10s || o.session_ttl > 24h)
+      throw UsageError("Invalid Session TTL '" + format_go_duration(o.session_ttl) +
+                       "', must be between [10s=24h0m0s]");
+    if (o.lock_delay < 0s || o.lock_delay > 60s)
+      throw UsageError("-lock-delay must be between 0s and 60s, not " + format_go_duration(o.lock_delay));
+  }
 }
 
 }  // namespace
@@ -237,6 +313,14 @@ Options parse_options(const std::vector<std::string>& args) {
   if (!cli.kill_after_text.empty()) o.kill_after = duration_value("kill-after", cli.kill_after_text);
   o.api.ssl = env_bool("CONSUL_HTTP_SSL", cli.ssl_text, false);
   o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", cli.ssl_verify_text, true);
+  if (!cli.session_ttl_text.empty()) o.session_ttl = duration_value("session-ttl", cli.session_ttl_text);
+  if (!cli.lock_delay_text.empty()) o.lock_delay = duration_value("lock-delay", cli.lock_delay_text);
+  for (std::size_t start = 0; start <= cli.endpoints_text.size() && !cli.endpoints_text.empty();) {
+    auto comma = std::min(cli.endpoints_text.find(',', start), cli.endpoints_text.size());
+    std::string url = cli.endpoints_text.substr(start, comma - start);
+    if (!url.empty()) o.endpoints.push_back(url.find("://") == std::string::npos ? "http://" + url : url);
+    start = comma + 1;
+  }
 
   // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
   if (go.rest.size() > 1 && go.rest[1] == "--") go.rest.erase(go.rest.begin() + 1);
@@ -258,10 +342,9 @@ Options parse_options(const std::vector<std::string>& args) {
     for (const auto& word : o.child) joined += (joined.empty() ? "" : " ") + word;
     o.name = "lock for '" + joined + "' at '" + o.prefix + "'";
   }
-  auto given = [&](const char* flag) {
-    return std::any_of(go.flags.begin(), go.flags.end(), [&](const auto& f) { return f.first == flag; });
-  };
-  choose_backend(o, given("backend"), given("state-dir"));
+  std::vector<std::string> given;
+  for (const auto& flag : go.flags) given.push_back(flag.first == "try" ? "timeout" : flag.first);
+  choose_backend(o, given);
   return o;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ struct Options {
   bool state_dir_is_default = true;
   ApiOptions api;
   std::vector<std::string> api_flags_given;  // e.g. "-http-addr", for error messages
+
+  // Network backends.
+  std::vector<std::string> endpoints;         // etcd's URLs
+  std::string etcd_user, etcd_password;       // ETCDCTL_USER ("user" or "user:password")
+  std::chrono::nanoseconds session_ttl{0};    // 0: the backend's default
+  std::chrono::nanoseconds lock_delay{std::chrono::seconds(15)};
+  std::optional<std::string> value;           // stored with the hold
 
   std::string prefix;
   std::vector<std::string> child;

@@ -54,7 +54,7 @@ RunResult Supervisor::run(const ChildSpec& spec) {
       watching_loss = !result_.lost;
     }
     if (stopping_ && !killing_ && kill_at_.passed()) {
-      verbose("the child tree outlived the grace period of {}; sending SIGKILL",
+      verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
               format_go_duration(kill_after_));
       killing_ = true;
       kill_at_ = Deadline::never();
@@ -82,6 +82,7 @@ void Supervisor::on_loss() {
   if (auto why = hold_.check_loss()) {
     result_.lost = *why;
     if (!stopping_) stop(SIGTERM, "lock lost: " + *why);
+    if (!killing_) kill_at_ = Deadline::earlier(kill_at_, hold_.dead_by());
   }
 }
 

@@ -21,6 +21,12 @@ class Deadline {
   }
   explicit Deadline(Clock::time_point at) : at_(at) {}
 
+  static Deadline earlier(const Deadline& a, const Deadline& b) {
+    if (!a.at_) return b;
+    if (!b.at_) return a;
+    return *a.at_ < *b.at_ ? a : b;
+  }
+
   bool passed() const { return at_ && Clock::now() >= *at_; }
 
   // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.

@@ -126,8 +126,8 @@ class BadInputTest(LockTestCase):
     def test_server_backends_are_not_available(self):
         def not_available(name):
             return re.compile(rf"^lock: the {name} backend is not available in this version of "
-                              r"lock \(.*\); use -backend local\n$")
-        for name in ("consul", "etcd", "zookeeper"):
+                              r"lock \(.*\); use -backend local or -backend etcd\n$")
+        for name in ("consul", "zookeeper"):
             with self.subTest(backend=name):
                 self.reject(["-backend", name, "p"], not_available(name))
                 self.reject(["p"], not_available(name), env=dict(self.env, LOCK_BACKEND=name))
@@ -147,6 +147,27 @@ class BadInputTest(LockTestCase):
                    "-http-addr applies to the consul backend, not to -backend local")
         self.usage(["-backend", "local", "-token", "secret", "p"],
                    "-token applies to the consul backend, not to -backend local")
+
+    def test_network_flags_apply_only_to_their_backends(self):
+        self.usage(["-endpoints", "http://127.0.0.1:2379", "-backend", "local", "p"],
+                   "-endpoints applies to the etcd backend, not to -backend local")
+        self.usage(["-backend", "etcd", "-lock-delay", "1s", "p"],
+                   "-lock-delay applies to the consul backend, not to -backend etcd")
+        self.usage(["-backend", "etcd", "-token", "t", "p"],
+                   "-token applies to the consul backend, not to -backend etcd")
+        self.usage(["-backend", "local", "-session-ttl", "20s", "p"],
+                   "-session-ttl applies to the consul and etcd backends, not to -backend local")
+        self.usage(["-backend", "local", "-value", "v", "p"],
+                   "-value applies to the consul and etcd backends, not to -backend local")
+
+    def test_session_ttl_bounds(self):
+        # Consul's own bounds and wording; etcd counts leases in whole seconds.
+        self.usage(["-backend", "consul", "-session-ttl", "5s", "p"],
+                   "Invalid Session TTL '5s', must be between [10s=24h0m0s]")
+        self.usage(["-backend", "consul", "-session-ttl", "25h", "p"],
+                   "Invalid Session TTL '25h0m0s', must be between [10s=24h0m0s]")
+        self.usage(["-backend", "etcd", "-session-ttl", "1500ms", "p"],
+                   "-session-ttl for etcd must be a whole number of seconds, at least 1s")
 
     def test_state_dir_does_not_apply_to_a_server_backend(self):
         self.usage(["-state-dir", self.path("s"), "-backend", "etcd", "p"],

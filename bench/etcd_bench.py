@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Measurements behind bench/etcd.sh: `lock -backend etcd` against `etcdctl lock` on one etcd.
+
+Both tools are started the same way (posix_spawn, stdio on /dev/null, then wait4), interleaved
+run by run, against the same server, each on a prefix of its own.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+from etcd_server import EtcdServer  # noqa: E402
+
+DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+           (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+           (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
+
+
+def run(argv, env):
+    """Returns (wall ms, peak RSS in MB, exit code) of one command."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=DEVNULL)
+    _, status, ru = os.wait4(pid, 0)
+    return (time.perf_counter() - t0) * 1e3, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def contended(argv, env, contenders, rounds):
+    """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once."""
+    go_r, go_w = os.pipe()
+    pids = []
+    for _ in range(contenders):
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            os.read(go_r, 1)
+            failed = sum(run(argv, env)[2] != 0 for _ in range(rounds))
+            os._exit(1 if failed else 0)
+        pids.append(pid)
+    os.close(go_r)
+    t0 = time.perf_counter()
+    os.close(go_w)  # everyone starts now
+    ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
+    return contenders * rounds / (time.perf_counter() - t0), ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lock", required=True)
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--contenders", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=25)
+    ap.add_argument("--trials", type=int, default=3)
+    a = ap.parse_args()
+
+    with EtcdServer() as etcd:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCK_", "CONSUL_", "ETCDCTL_"))}
+        env.update(SHELL="/bin/sh", ETCDCTL_API="3", ETCDCTL_ENDPOINTS=etcd.url, LOCK_BACKEND="etcd")
+        etcdctl = shutil.which("etcdctl")
+        tools = {"lock": [a.lock, "-shell=false", "bench/lock", "/bin/true"],
+                 "etcdctl lock": [etcdctl, "lock", "bench/etcdctl", "--", "/bin/true"]}
+        print(f"== etcd at {etcd.url}, data in {etcd.dir} ({os.statvfs(etcd.dir).f_bsize} B blocks)")
+
+        wall = {t: [] for t in tools}
+        rss = {t: [] for t in tools}
+        for i in range(a.reps + 5):
+            for name, argv in (list(tools.items())[::1 if i % 2 else -1]):
+                ms, mb, code = run(argv, env)
+                if code != 0:
+                    sys.exit(f"{name} failed (exit {code}): {' '.join(argv)}")
+                if i >= 5:  # the first runs warm the caches
+                    wall[name].append(ms)
+                    rss[name].append(mb)
+        print(f"\n== Uncontended: one run at a time, {a.reps} runs each, median (p90)")
+        for name in tools:
+            q = statistics.quantiles(wall[name], n=10)
+            print(f"   {name:14} {statistics.median(wall[name]):7.2f} ms ({q[8]:.2f})   "
+                  f"peak RSS {max(rss[name]):5.1f} MB")
+        ratio = statistics.median(wall["etcdctl lock"]) / statistics.median(wall["lock"])
+        print(f"   lock is {ratio:.1f}x faster; uses {max(rss['lock']) / max(rss['etcdctl lock']):.2f}x "
+              "the memory of etcdctl lock")
+
+        print(f"\n== Contended: {a.contenders} contenders x {a.rounds} rounds, acquisitions/s, "
+              f"{a.trials} trials, median")
+        rates = {t: [] for t in tools}
+        for _ in range(a.trials):
+            for name, argv in tools.items():
+                rate, ok = contended(argv, env, a.contenders, a.rounds)
+                if not ok:
+                    sys.exit(f"{name} failed under contention")
+                rates[name].append(rate)
+        for name in tools:
+            print(f"   {name:14} {statistics.median(rates[name]):7.1f}/s   "
+                  f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
+        print(f"   lock/etcdctl: {statistics.median(rates['lock']) / statistics.median(rates['etcdctl lock']):.1f}x")
+        print(f"\nreproduce: {' '.join(sys.argv)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+#include "backend/etcd/etcd_backend.hpp"
+
+#include <poll.h>
+#include <sys/timerfd.h>
+
+#include "backend/etcd/etcd_hold.hpp"
+#include "backend/etcd/etcd_lease.hpp"
+#include "backend/etcd/etcd_queue.hpp"
+#include "cli/duration.hpp"
+#include "net/base64.hpp"
+#include "util/log.hpp"
+
+namespace lk {
+namespace {
+
+using nlohmann::json;
+
+struct Queue {
+  std::vector<Contender> contenders;  // by create revision
+  std::int64_t revision = 0;          // the store's revision when it was read
+};
+
+// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
+Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
+                 bool with_values) {
+  std::string from = prefix + "/";
+  json request = {{"key", base64_encode(from)},
+                  {"range_end", base64_encode(prefix_end(from))},
+                  {"sort_order", "ASCEND"},
+                  {"sort_target", "CREATE"},
+                  {"keys_only", !with_values}};
+  if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
+  json reply = client.call("/v3/kv/range", request);
+  Queue q;
+  q.revision = etcd_int(reply.value("header", json::object()), "revision");
+  for (const json& kv : reply.value("kvs", json::array()))
+    if (auto c = parse_contender(prefix, etcd_kv(kv))) q.contenders.push_back(std::move(*c));
+  return q;
+}
+
+HolderRecord record_of(const std::string& prefix, const Contender& c) {
+  HolderRecord r;
+  try {
+    r = HolderRecord::from_json(c.value);
+  } catch (const Error&) {
+    // etcdctl's keys are empty; -value may be anything.
+    r.prefix = prefix;
+    r.name = c.value.empty() ? c.key : c.value;
+  }
+  r.token = static_cast<std::uint64_t>(c.create_revision);
+  return r;
+}
+
+// A timerfd that becomes readable at `deadline`, so that the watch wakes for it.
+UniqueFd timer_for(Deadline deadline) {
+  UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!fd) throw sys_error("timerfd_create");
+  timespec left;
+  if (const timespec* t = deadline.remaining(left)) {
+    itimerspec spec{{0, 0}, *t};
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+    timerfd_settime(fd.get(), 0, &spec, nullptr);
+  }
+  return fd;
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+// One look at the queue: true when we hold; otherwise waits on one watch until something that
+// may let us in happens (or `keep_waiting` says stop), and returns false to look again.
+bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me,
+               const std::function<bool()>& keep_waiting, const std::vector<int>& wake_fds) {
+  Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled());
+  if (q.contenders.empty() || q.contenders.back().key != me.key)
+    throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
+  Position pos = position_in(q.contenders, me.create_revision, spec.limit);
+  if (pos.ahead < spec.limit) {
+    verbose("acquired {} (revision {}): {} ahead of us, {} allowed", me.key, me.create_revision,
+            pos.ahead, spec.limit);
+    return true;
+  }
+  bool head = spec.limit > 1 && pos.ahead == spec.limit;
+  json watch;
+  if (head) {
+    std::string from = spec.prefix + "/";
+    watch = {{"key", base64_encode(from)}, {"range_end", base64_encode(prefix_end(from))},
+             {"filters", {"NOPUT"}}, {"prev_kv", true}};
+  } else {
+    watch = {{"key", base64_encode(pos.predecessor->key)}};
+  }
+  watch["start_revision"] = std::to_string(q.revision + 1);
+  verbose("waiting with {} ahead of us; {}", pos.ahead,
+          head ? "first in line, so any holder's release lets us in"
+               : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
+  bool changed = false;
+  client.watch(watch, [&](const json& result) {
+    for (const json& event : result.value("events", json::array())) {
+      bool deleted = event.value("type", "PUT") == "DELETE";
+      if (head)
+        changed = deleted && etcd_int(event.value("prev_kv", json::object()), "create_revision") <
+                                 me.create_revision;
+      else
+        changed = deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
+      if (changed) return false;
+    }
+    changed = result.value("canceled", false);  // compacted away: read the queue again
+    return !changed;
+  }, wake_fds, keep_waiting);
+  return false;
+}
+
+}  // namespace
+
+PrefixStatus EtcdBackend::status(const std::string& prefix) {
+  EtcdClient client(config_.client);
+  Queue q = read_queue(client, prefix, 0, true);
+  PrefixStatus s;
+  if (q.contenders.empty()) return s;
+  s.limit = q.contenders.front().limit;
+  int rank = 0;
+  for (const Contender& c : q.contenders)
+    (rank++ < s.limit ? s.holders : s.waiters).push_back(record_of(prefix, c));
+  return s;
+}
+
+std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadline,
+                                           const Interrupt& interrupt) {
+  LeaseTiming timing{config_.ttl, config_.ttl / 3, config_.kill_after, config_.monitor_retry};
+  auto lease = std::make_unique<EtcdLease>(config_.client, timing);
+  EtcdClient client(config_.client);
+
+  HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
+  Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
+               config_.value.value_or(record.to_json())};
+  json put = {{"key", base64_encode(me.key)},
+              {"value", base64_encode(me.value)},
+              {"lease", std::to_string(lease->id())}};
+  me.create_revision = etcd_int(client.call("/v3/kv/put", put)["header"], "revision");
+  verbose("queued as {} (revision {})", me.key, me.create_revision);
+
+  UniqueFd timer = timer_for(deadline);
+  LeaseKeeper& keeper = lease->keeper();
+  enum class Why { none, timeout, interrupted, lost } why = Why::none;
+  auto keep_waiting = [&] {
+    if (deadline.passed()) why = Why::timeout;
+    else if (keeper.reason()) why = Why::lost;
+    else if (readable(interrupt.fd) && interrupt.should_stop()) why = Why::interrupted;
+    return why == Why::none;
+  };
+  for (;;) {
+    try {
+      if (wait_turn(client, spec, me, keep_waiting, {timer.get(), interrupt.fd, keeper.loss_fd()})) {
+        // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
+        if (spec.limit > 1) client.call("/v3/kv/put", put);
+        return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix);
+      }
+    } catch (const NetworkError& e) {
+      // The lease lives on while the keeper can renew it; the queue is read again once etcd answers.
+      verbose("{}; trying again in 1s", e.what());
+      pollfd fds[] = {{timer.get(), POLLIN, 0}, {interrupt.fd, POLLIN, 0}, {keeper.loss_fd(), POLLIN, 0}};
+      poll(fds, 3, 1000);  // negative descriptors are skipped
+      keep_waiting();
+    }
+    switch (why) {
+      case Why::timeout:
+        throw AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
+      case Why::interrupted: throw Interrupted("interrupted while waiting for the lock");
+      case Why::lost: throw Error("lost our place in the queue: " + *keeper.reason());
+      case Why::none: break;
+    }
+  }
+}
+
+}  // namespace lk

@@ -1,0 +1,31 @@
+#pragma once
+// The etcd backend: acquires with the queue of etcd_queue.hpp on a lease kept by LeaseKeeper.
+#include <chrono>
+#include <optional>
+
+#include "backend/backend.hpp"
+#include "backend/etcd/etcd_client.hpp"
+#include "backend/lease/lease_keeper.hpp"
+
+namespace lk {
+
+struct EtcdBackendConfig {
+  EtcdConfig client;
+  std::chrono::seconds ttl{10};      // etcdctl's default
+  std::optional<std::string> value;  // stored in our key; a holder record when not given
+  std::chrono::nanoseconds kill_after{std::chrono::seconds(5)};
+  int monitor_retry = 3;
+};
+
+class EtcdBackend : public Backend {
+ public:
+  explicit EtcdBackend(EtcdBackendConfig config) : config_(std::move(config)) {}
+  PrefixStatus status(const std::string& prefix) override;
+  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
+                                const Interrupt& interrupt) override;
+
+ private:
+  EtcdBackendConfig config_;
+};
+
+}  // namespace lk

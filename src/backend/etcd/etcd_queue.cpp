@@ -1,0 +1,43 @@
+#include "backend/etcd/etcd_queue.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace lk {
+
+std::string contender_key(const std::string& prefix, std::int64_t lease, int limit) {
+  if (limit == 1) return fmt::format("{}/{:x}", prefix, lease);
+  return fmt::format("{}/sem{}-{:x}", prefix, limit, lease);
+}
+
+std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv) {
+  std::string_view name(kv.key);
+  name.remove_prefix(prefix.size() + 1);
+  if (name.find('/') != std::string_view::npos) return std::nullopt;
+  Contender c{kv.key, kv.create_revision, 1, kv.value};
+  if (name.starts_with("sem")) {
+    int limit = 0;
+    auto [end, ec] = std::from_chars(name.data() + 3, name.data() + name.size(), limit);
+    if (ec == std::errc() && limit > 1 && end < name.data() + name.size() && *end == '-')
+      c.limit = limit;
+  }
+  return c;
+}
+
+Position position_in(const std::vector<Contender>& queue, std::int64_t my_revision, int my_limit) {
+  Position p;
+  for (const Contender& c : queue) {
+    if (c.create_revision >= my_revision) break;
+    if (c.limit != my_limit) {
+      if (my_limit == 1) throw Error("Existing key does not match lock use (" + c.key + " is a semaphore's)");
+      if (c.limit == 1) throw Error("Existing key does not match semaphore use (" + c.key + " is a lock's)");
+      throw Error(fmt::format("Semaphore limit conflict (lock: {}, local: {})", c.limit, my_limit));
+    }
+    ++p.ahead;
+    p.predecessor = c;
+  }
+  return p;
+}
+
+}  // namespace lk

@@ -1,0 +1,13 @@
+#pragma once
+// Standard base64 (RFC 4648, with padding): etcd's JSON gateway sends keys and values this way,
+// and so does Consul's KV API.
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lk {
+
+std::string base64_encode(std::string_view bytes);
+std::optional<std::string> base64_decode(std::string_view text);  // nullopt when malformed
+
+}  // namespace lk

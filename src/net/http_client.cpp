@@ -1,0 +1,204 @@
+#include "net/http_client.hpp"
+
+#include <curl/curl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <mutex>
+
+namespace lk {
+namespace {
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error("cannot initialise libcurl");
+  });
+}
+
+// Sockets must not leak into the child, which runs while we talk to the server.
+curl_socket_t open_cloexec(void*, curlsocktype, curl_sockaddr* a) {
+  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+size_t append_body(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+size_t add_header(char* data, size_t size, size_t n, void* out) {
+  std::string line(data, size * n);
+  auto colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    auto start = line.find_first_not_of(" \t", colon + 1);
+    auto end = line.find_last_not_of(" \t\r\n");
+    std::string value = start == std::string::npos || end < start ? "" : line.substr(start, end - start + 1);
+    static_cast<HttpResponse*>(out)->headers.emplace_back(std::move(name), std::move(value));
+  }
+  return size * n;
+}
+
+struct StreamState {
+  const std::function<bool(std::string_view)>* on_data;
+  bool stopped = false;
+};
+
+size_t stream_body(char* data, size_t size, size_t n, void* state) {
+  auto* s = static_cast<StreamState*>(state);
+  if ((*s->on_data)(std::string_view(data, size * n))) return size * n;
+  s->stopped = true;
+  return 0;
+}
+
+// With a server name to check, the URL names that server and CONNECT_TO says where it really is.
+std::string connect_to(const Endpoint& e, std::string& base_url) {
+  if (e.tls.server_name.empty()) return "";
+  CURLU* u = curl_url();
+  std::string rule;
+  if (curl_url_set(u, CURLUPART_URL, base_url.c_str(), 0) == CURLUE_OK) {
+    char *host = nullptr, *port = nullptr;
+    curl_url_get(u, CURLUPART_HOST, &host, 0);
+    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    if (host && port) {
+      rule = e.tls.server_name + ":" + port + ":" + host + ":" + port;
+      curl_url_set(u, CURLUPART_HOST, e.tls.server_name.c_str(), 0);
+      char* url = nullptr;
+      if (curl_url_get(u, CURLUPART_URL, &url, 0) == CURLUE_OK) {
+        base_url = url;
+        if (base_url.ends_with("/")) base_url.pop_back();
+      }
+      curl_free(url);
+    }
+    curl_free(host);
+    curl_free(port);
+  }
+  curl_url_cleanup(u);
+  return rule;
+}
+
+}  // namespace
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  for (const auto& [k, v] : headers)
+    if (k == lower_name) return v;
+  return "";
+}
+
+HttpClient::HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+  global_init();
+  curl_ = curl_easy_init();
+  if (!curl_) throw Error("cannot initialise libcurl");
+  CURL* c = static_cast<CURL*>(curl_);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // we run threads and own every signal
+  curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
+  curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (!endpoint_.unix_socket.empty())
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, endpoint_.unix_socket.c_str());
+  const TlsOptions& t = endpoint_.tls;
+  if (!t.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, t.ca_file.c_str());
+  if (!t.ca_path.empty()) curl_easy_setopt(c, CURLOPT_CAPATH, t.ca_path.c_str());
+  if (!t.client_cert.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, t.client_cert.c_str());
+  if (!t.client_key.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, t.client_key.c_str());
+  if (!t.verify) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  std::string rule = connect_to(endpoint_, endpoint_.base_url);
+  if (!rule.empty()) {
+    struct curl_slist* list = curl_slist_append(nullptr, rule.c_str());
+    curl_easy_setopt(c, CURLOPT_CONNECT_TO, list);
+    connect_to_ = list;
+  }
+}
+
+HttpClient::~HttpClient() {
+  curl_easy_cleanup(static_cast<CURL*>(curl_));
+  curl_slist_free_all(header_list_);
+  curl_slist_free_all(connect_to_);
+}
+
+void HttpClient::prepare(const std::string& method, const std::string& path,
+                         const std::string& body, const std::vector<std::string>& headers) {
+  CURL* c = static_cast<CURL*>(curl_);
+  std::string url = endpoint_.base_url + path;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method == "GET" ? nullptr : method.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  if (method != "GET") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  curl_slist_free_all(header_list_);
+  header_list_ = curl_slist_append(nullptr, "Expect:");  // no 100-continue round trip
+  for (const auto& h : headers) header_list_ = curl_slist_append(header_list_, h.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list_);
+}
+
+HttpResponse HttpClient::request(const std::string& method, const std::string& path,
+                                 const std::string& body, std::chrono::milliseconds timeout,
+                                 const std::vector<std::string>& headers) {
+  CURL* c = static_cast<CURL*>(curl_);
+  prepare(method, path, body, headers);
+  HttpResponse response;
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long>(timeout.count(), 1)));
+  CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK)
+    throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+long HttpClient::stream(const std::string& method, const std::string& path, const std::string& body,
+                        const std::function<bool(std::string_view)>& on_data,
+                        const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
+                        const std::vector<std::string>& headers) {
+  CURL* c = static_cast<CURL*>(curl_);
+  prepare(method, path, body, headers);
+  StreamState state{&on_data};
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &state);
+  // Without a header function of its own, libcurl would hand headers to stream_body.
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, nullptr);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
+
+  // The multi interface, so that the wait for data also wakes on our own descriptors.
+  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), curl_multi_cleanup);
+  if (!multi) throw Error("cannot initialise libcurl");
+  curl_multi_add_handle(multi.get(), c);
+  std::vector<curl_waitfd> extra;
+  for (int fd : wake_fds) extra.push_back({fd, CURL_WAIT_POLLIN, 0});
+  CURLcode rc = CURLE_OK;
+  for (int running = 1; running;) {
+    curl_multi_perform(multi.get(), &running);
+    if (!running) break;
+    int ready = 0;
+    for (auto& w : extra) w.revents = 0;
+    curl_multi_poll(multi.get(), extra.data(), static_cast<unsigned>(extra.size()), 1000, &ready);
+    if (!keep_going()) {
+      state.stopped = true;
+      break;
+    }
+  }
+  int queued = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued))
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  curl_multi_remove_handle(multi.get(), c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (rc != CURLE_OK && !state.stopped)
+    throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
+  return status;
+}
+
+}  // namespace lk

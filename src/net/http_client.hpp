@@ -1,0 +1,74 @@
+#pragma once
+// HTTP over libcurl, one connection kept alive per client. A client belongs to one thread.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+struct curl_slist;
+
+namespace lk {
+
+struct TlsOptions {
+  std::string ca_file, ca_path, client_cert, client_key;
+  std::string server_name;  // checked against the server's certificate instead of the URL's host
+  bool verify = true;
+};
+
+// Where a server is: a base URL (scheme, host and port) or a unix socket, and how to trust it.
+struct Endpoint {
+  std::string base_url;     // e.g. http://127.0.0.1:8500, without a trailing slash
+  std::string unix_socket;  // when not empty, connect here; base_url then only names the scheme
+  TlsOptions tls;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+  std::string header(const std::string& lower_name) const;
+};
+
+// The server could not be reached or did not answer in time: worth retrying.
+struct NetworkError : Error {
+  using Error::Error;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(Endpoint endpoint);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends one request and returns whatever status came back; throws NetworkError when none did
+  // within `timeout`. Headers are "Name: value".
+  HttpResponse request(const std::string& method, const std::string& path, const std::string& body,
+                       std::chrono::milliseconds timeout,
+                       const std::vector<std::string>& headers = {});
+
+  // Sends a request whose answer is a stream: each chunk goes to `on_data` as it arrives, until
+  // the server ends it, `on_data` returns false, or `keep_going` returns false. `keep_going` is
+  // asked whenever one of `wake_fds` is readable, and at least once a second. Returns the status;
+  // throws NetworkError when the connection failed.
+  long stream(const std::string& method, const std::string& path, const std::string& body,
+              const std::function<bool(std::string_view)>& on_data, const std::vector<int>& wake_fds,
+              const std::function<bool()>& keep_going,
+              const std::vector<std::string>& headers = {});
+
+  const Endpoint& endpoint() const { return endpoint_; }
+
+ private:
+  void prepare(const std::string& method, const std::string& path, const std::string& body,
+               const std::vector<std::string>& headers);
+
+  Endpoint endpoint_;
+  void* curl_;  // CURL*
+  ::curl_slist* header_list_ = nullptr;
+  ::curl_slist* connect_to_ = nullptr;
+};
+
+}  // namespace lk

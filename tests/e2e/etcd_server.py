@@ -1,0 +1,107 @@
+"""A real etcd server for the tests: Debian's etcd on free loopback ports, in a temporary data
+directory, stopped (by its own PID) when the test class is done."""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from harness import wait_for
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EtcdServer:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="lock-etcd-")
+        self.proc = None
+        self.url = None
+
+    def __enter__(self):
+        for _ in range(5):  # a port picked as free may be taken before etcd binds it
+            client, peer = free_port(), free_port()
+            self.url = f"http://127.0.0.1:{client}"
+            peer_url = f"http://127.0.0.1:{peer}"
+            self.log = open(os.path.join(self.dir, "etcd.log"), "w")
+            self.proc = subprocess.Popen(
+                [ETCD, "--name", "test", "--data-dir", os.path.join(self.dir, "data"),
+                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                 "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+                 "--initial-cluster", f"test={peer_url}"],
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+            if wait_for(lambda: self.proc.poll() is not None or self.healthy(), 30, "etcd to start") \
+                    and self.proc.poll() is None:
+                return self
+            self.log.close()
+        raise RuntimeError(f"etcd did not start; see {self.dir}/etcd.log")
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)  # in case a test left it paused
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def healthy(self):
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                return json.load(r).get("health") == "true"
+        except OSError:
+            return False
+
+    def call(self, path, body):
+        """One JSON gateway call, e.g. call("/v3/kv/range", {...})."""
+        req = urllib.request.Request(self.url + path, json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.load(r)
+
+    def keys(self, prefix=""):
+        """Every key (below `prefix`), as {key: (value, create_revision, lease)}."""
+        start = prefix.encode()
+        end = start[:-1] + bytes([start[-1] + 1]) if start else b"\0"
+        reply = self.call("/v3/kv/range", {"key": b64(start), "range_end": b64(end)})
+        return {base64.b64decode(kv["key"]).decode(): (base64.b64decode(kv.get("value", "")).decode(),
+                                                       int(kv["create_revision"]),
+                                                       int(kv.get("lease", 0)))
+                for kv in reply.get("kvs", [])}
+
+    def leases(self):
+        return [int(l["ID"]) for l in self.call("/v3/lease/leases", {}).get("leases", [])]
+
+    def revoke(self, lease):
+        self.call("/v3/lease/revoke", {"ID": str(lease)})
+
+    def pause(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def etcdctl(self, *args):
+        """The command line of an etcdctl; env() tells it where this server is."""
+        return [ETCDCTL, *args]
+
+    def env(self, base):
+        return dict(base, ETCDCTL_API="3", LOCK_BACKEND="etcd", ETCDCTL_ENDPOINTS=self.url)
+
+
+def b64(data):
+    return base64.b64encode(data).decode()

@@ -1,0 +1,259 @@
+"""The etcd backend against a real etcd: etcd's own mutex layout shared with `etcdctl lock`, the
+semaphore, loss of the lease, the lease-safe deadline, and nothing left behind."""
+
+import os
+import re
+import subprocess
+import time
+import unittest
+
+from etcd_server import EtcdServer
+from harness import LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
+
+# One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
+LOGGED = 'echo "enter $ID" >> "$LOG"; echo "exit $ID" >> "$LOG"'
+
+
+def max_overlap(log_path):
+    """The most children the log shows inside at once; fails on a malformed log."""
+    inside, most = set(), 0
+    for line in read_file(log_path).splitlines():
+        event, who = line.split()
+        if event == "enter":
+            inside.add(who)
+        else:
+            inside.remove(who)
+        most = max(most, len(inside))
+    return most
+
+
+class EtcdTestCase(LockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = EtcdServer().__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.etcd.__exit__(None, None, None)
+
+    def setUp(self):
+        super().setUp()
+        self.env = self.etcd.env(self.env)
+        self.prefix = self.id().rsplit(".", 1)[1]  # a prefix of its own for each test
+        # etcdctl lock leaves its leases to expire; the checks below ignore those of earlier tests.
+        self.leases_before = set(self.etcd.leases())
+
+    def assert_nothing_left(self):
+        wait_for(lambda: not self.etcd.keys(self.prefix + "/") and
+                 not set(self.etcd.leases()) - self.leases_before,
+                 what="no key and no lease to be left")
+
+    def start_etcdctl(self, *args, **kwargs):
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        p = subprocess.Popen(self.etcd.etcdctl(*args), env=self.env, text=True, **kwargs)
+        self.procs.append(p)
+        return p
+
+
+class EtcdLockTest(EtcdTestCase):
+    def test_child_gets_the_key_and_its_create_revision(self):
+        r = self.run_lock(self.prefix, 'echo "$LOCK_KEY $LOCK_FENCING_TOKEN $CONSUL_LOCK_HELD" > '
+                          + self.path("env") + '; sleep 0.1')
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        key, token, held = read_file(self.path("env")).split()
+        self.assertRegex(key, "^" + self.prefix + "/[0-9a-f]+$")
+        self.assertEqual(held, "true")
+        self.assertGreater(int(token), 0)
+        self.assert_nothing_left()
+
+    def test_key_layout_is_etcds_mutex_with_a_holder_record(self):
+        holder = self.hold(prefix=self.prefix)
+        (key, (value, _, lease)), = self.etcd.keys(self.prefix + "/").items()
+        self.assertEqual(key, f"{self.prefix}/{lease:x}")  # as etcd's concurrency.Mutex names it
+        self.assertIn(f'"pid":{holder.pid}', value)
+        self.assertEqual(set(self.etcd.leases()) - self.leases_before, {lease})
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+    def test_value_flag_is_stored_as_given(self):
+        holder = self.hold("-value", "leader=web1", prefix=self.prefix)
+        (value, _, _), = self.etcd.keys(self.prefix + "/").values()
+        self.assertEqual(value, "leader=web1")
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_lock_waits_behind_etcdctl_lock_and_vice_versa(self):
+        started = self.path("etcdctl-holds")
+        etcdctl = self.start_etcdctl("lock", self.prefix, "--", "sh", "-c",
+                                     f"touch {started}; while [ ! -e {self.path('go')} ]; do sleep 0.01; done")
+        wait_for(lambda: os.path.exists(started), what="etcdctl lock to hold")
+        waiter = self.start_lock(self.prefix, "touch " + self.path("lock-held"))
+        wait_for(lambda: len(self.etcd.keys(self.prefix + "/")) == 2, what="lock to queue")
+        self.assertFalse(os.path.exists(self.path("lock-held")))
+        self.release("go")
+        self.assert_succeeds(waiter)
+        self.assertEqual(etcdctl.communicate(timeout=10 * SLOW)[1], "")
+        self.assertEqual(etcdctl.returncode, 0)
+
+        holder = self.hold(prefix=self.prefix, gate="release-lock")
+        etcdctl = self.start_etcdctl("lock", self.prefix, "--", "touch", self.path("etcdctl-held"))
+        wait_for(lambda: len(self.etcd.keys(self.prefix + "/")) == 2, what="etcdctl to queue")
+        self.assertFalse(os.path.exists(self.path("etcdctl-held")))
+        self.release("release-lock")
+        self.assert_succeeds(holder)
+        self.assertEqual(etcdctl.communicate(timeout=10 * SLOW)[1], "")
+        self.assertEqual(etcdctl.returncode, 0)
+        self.assertTrue(os.path.exists(self.path("etcdctl-held")))
+
+    def test_lock_and_etcdctl_lock_alternate_without_overlap(self):
+        contenders, rounds = 8, 25
+        log = self.path("log")
+        lock_loop = f'i=0; while [ $i -lt {rounds} ]; do "$LOCK" "$P" "$CHILD" || exit $?; i=$((i+1)); done'
+        etcdctl_loop = (f'i=0; while [ $i -lt {rounds} ]; do "$ETCDCTL" lock "$P" -- sh -c "$CHILD" '
+                        '>/dev/null || exit $?; i=$((i+1)); done')
+        procs = []
+        for n in range(contenders):
+            env = dict(self.env, LOCK=LOCK, ETCDCTL=self.etcd.etcdctl()[0], P=self.prefix,
+                       CHILD=LOGGED, LOG=log, ID=str(n))
+            p = subprocess.Popen(["/bin/sh", "-c", lock_loop if n % 2 else etcdctl_loop], env=env,
+                                 stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.procs.append(p)
+            procs.append(p)
+        for n, p in enumerate(procs):
+            _, err = p.communicate(timeout=240 * SLOW)
+            self.assertEqual(p.returncode, 0, f"contender {n} failed: {err}")
+        self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
+        self.assertEqual(max_overlap(log), 1)
+        wait_for(lambda: not self.etcd.keys(self.prefix + "/"), what="no key to be left")
+
+    def test_timeout_leaves_no_key_and_no_lease(self):
+        holder = self.hold(prefix=self.prefix)
+        leases = set(self.etcd.leases())
+        start = time.monotonic()
+        r = self.run_lock("-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"timed out waiting for prefix '{self.prefix}'", r.stderr)
+        self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(set(self.etcd.leases()) - leases, set())
+        self.assertEqual(len(self.etcd.keys(self.prefix + "/")), 1)
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+    def test_a_dead_endpoint_is_skipped(self):
+        r = self.run_lock("-endpoints", "http://127.0.0.1:1," + self.etcd.url, self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_unreachable_etcd_is_an_error_naming_it(self):
+        r = self.run_lock("-endpoints", "http://127.0.0.1:1", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot reach etcd", r.stderr)
+        self.assertIn("127.0.0.1:1", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_status_names_the_holder_and_the_waiter(self):
+        holder = self.hold(prefix=self.prefix)
+        waiter = self.start_lock(self.prefix, "true")
+        wait_for(lambda: len(self.etcd.keys(self.prefix + "/")) == 2, what="the waiter to queue")
+        r = self.run_lock("-status", self.prefix)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"holder: pid {holder.pid}", r.stdout)
+        self.assertIn(f"waiting: pid {waiter.pid}", r.stdout)
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+        self.assertEqual(self.run_lock("-status", self.prefix).returncode, 3)
+
+
+class EtcdSemaphoreTest(EtcdTestCase):
+    def test_three_slots_never_more(self):
+        contenders, rounds = 8, 10
+        log = self.path("log")
+        loop = f'i=0; while [ $i -lt {rounds} ]; do "$LOCK" -n 3 "$P" "$CHILD" || exit $?; i=$((i+1)); done'
+        child = 'echo "enter $ID" >> "$LOG"; sleep 0.02; echo "exit $ID" >> "$LOG"'
+        procs = [subprocess.Popen(["/bin/sh", "-c", loop], stdin=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(self.env, LOCK=LOCK, P=self.prefix, CHILD=child, LOG=log,
+                                           ID=str(n)))
+                 for n in range(contenders)]
+        self.procs += procs
+        for n, p in enumerate(procs):
+            _, err = p.communicate(timeout=240 * SLOW)
+            self.assertEqual(p.returncode, 0, f"contender {n} failed: {err}")
+        self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
+        self.assertEqual(max_overlap(log), 3)
+        self.assert_nothing_left()
+
+    def test_limit_conflict_and_lock_semaphore_conflict(self):
+        holder = self.hold("-n", "2", prefix=self.prefix)
+        r = self.run_lock("-n", "3", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Semaphore limit conflict (lock: 2, local: 3)", r.stderr)
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Existing key does not match lock use", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.release()
+        self.assert_succeeds(holder)
+
+        holder = self.hold(prefix=self.prefix, gate="release-lock")
+        r = self.run_lock("-n", "2", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Existing key does not match semaphore use", r.stderr)
+        self.release("release-lock")
+        self.assert_succeeds(holder)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+
+class EtcdLossTest(EtcdTestCase):
+    def child_that_logs_term(self):
+        return (f'trap \'date +%s.%N > {self.path("term")}; exit 0\' TERM; '
+                f'echo $$ > {self.path("pid")}; while :; do sleep 0.01; done')
+
+    def test_revoked_lease_stops_the_child_within_100ms(self):
+        holder = self.start_lock("-shell=false", self.prefix, "/bin/sh", "-c", self.child_that_logs_term())
+        self.wait_file("pid")
+        (_, (_, _, lease)), = self.etcd.keys(self.prefix + "/").items()
+        self.etcd.revoke(lease)
+        revoked = time.time()
+        self.wait_file("term", "\n")
+        self.assertLess(float(read_file(self.path("term"))) - revoked, 0.1 * SLOW)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertIn("lock lost: our key", err)
+        self.assert_nothing_left()
+
+    def test_paused_server_child_dead_before_the_lease_can_expire(self):
+        ttl = 2
+        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "30s", "-shell=false",
+                                 self.prefix, "/bin/sh", "-c",
+                                 f"trap '' TERM; echo $$ > {self.path('pid')}; while :; do sleep 0.01; done")
+        pid = int(self.wait_file("pid"))
+        paused = time.monotonic()
+        self.etcd.pause()
+        try:
+            # The child ignores SIGTERM, so only the SIGKILL at the lease-safe deadline ends it.
+            wait_for(lambda: not pid_alive(pid), ttl + 2, "the child to die")
+            dead = time.monotonic()
+        finally:
+            self.etcd.resume()
+        # Our last acknowledged keepalive was sent before the pause, so the lease could have
+        # expired TTL after the pause at the earliest.
+        self.assertLess(dead, paused + ttl)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertIn("the lease could not be renewed", err)
+        # Nobody could take the lock while the child ran: etcd gives it out only now.
+        r = subprocess.run(self.etcd.etcdctl("lock", self.prefix, "--", "true"), env=self.env,
+                           timeout=30, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(time.monotonic(), dead)
+
+
+if __name__ == "__main__":
+    unittest.main()
