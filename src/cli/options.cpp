@@ -313,7 +313,10 @@ Options parse_options(const std::vector<std::string>& args) {
   if (!cli.kill_after_text.empty()) o.kill_after = duration_value("kill-after", cli.kill_after_text);
   o.api.ssl = env_bool("CONSUL_HTTP_SSL", cli.ssl_text, false);
   o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", cli.ssl_verify_text, true);
-  if (!cli.session_ttl_text.empty()) o.session_ttl = duration_value("session-ttl", cli.session_ttl_text);
+  if (!cli.session_ttl_text.empty()) {
+    o.session_ttl = duration_value("session-ttl", cli.session_ttl_text);
+    if (o.session_ttl.count() <= 0) throw UsageError("-session-ttl must be positive");
+  }
   if (!cli.lock_delay_text.empty()) o.lock_delay = duration_value("lock-delay", cli.lock_delay_text);
   for (std::size_t start = 0; start <= cli.endpoints_text.size() && !cli.endpoints_text.empty();) {
     auto comma = std::min(cli.endpoints_text.find(',', start), cli.endpoints_text.size());

@@ -29,7 +29,9 @@ const char* const kEnvironment[] = {
     "CONSUL_HTTP_ADDR",      "CONSUL_HTTP_TOKEN",      "CONSUL_HTTP_TOKEN_FILE",
     "CONSUL_CACERT",         "CONSUL_CAPATH",          "CONSUL_CLIENT_CERT",
     "CONSUL_CLIENT_KEY",     "CONSUL_TLS_SERVER_NAME", "CONSUL_HTTP_SSL",
-    "CONSUL_HTTP_SSL_VERIFY"};
+    "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS",     "ETCDCTL_CACERT",
+    "ETCDCTL_CERT",          "ETCDCTL_KEY",            "ETCDCTL_USER",
+    "ETCDCTL_PASSWORD"};
 
 class EnvScope {
  public:
@@ -589,4 +591,51 @@ TEST_CASE("-status takes a prefix and no child; -json goes with it") {
   CHECK(error_of({"-status", "p", "cmd"}) == "-status takes a prefix and no child");
   CHECK(error_of({"-status"}) == "-status takes a prefix and no child");
   CHECK(error_of({"-json", "p", "cmd"}) == "-json goes with -status");
+}
+
+TEST_CASE("etcd: endpoints from the flag or ETCDCTL_ENDPOINTS, etcdctl's defaults") {
+  EnvScope env;
+  Options o = parse_options({"-endpoints", "http://a:2379,b:2379,", "p", "c"});
+  CHECK(o.backend == "etcd");  // -endpoints alone selects etcd
+  CHECK(o.backend_chosen_by == "-endpoints selects it");
+  CHECK(o.endpoints == Args{"http://a:2379", "http://b:2379"});
+  CHECK(o.session_ttl == 10s);
+
+  env.set("ETCDCTL_ENDPOINTS", "https://c:2379");
+  o = parse_options({"-backend", "etcd", "p", "c"});
+  CHECK(o.endpoints == Args{"https://c:2379"});
+  env.set("ETCDCTL_ENDPOINTS", "");
+  CHECK(parse_options({"-backend", "etcd", "p", "c"}).endpoints == Args{"http://127.0.0.1:2379"});
+}
+
+TEST_CASE("etcd: etcdctl's TLS and user variables; Consul's do not apply") {
+  EnvScope env;
+  env.set("CONSUL_CACERT", "/consul/ca");
+  env.set("ETCDCTL_CERT", "/etcd/cert");
+  env.set("ETCDCTL_USER", "root:secret");
+  Options o = parse_options({"-backend", "etcd", "p", "c"});
+  CHECK(o.api.ca_file == "");
+  CHECK(o.api.client_cert == "/etcd/cert");
+  CHECK(o.etcd_user == "root");
+  CHECK(o.etcd_password == "secret");
+  CHECK(parse_options({"-backend", "etcd", "-ca-file", "/mine", "p", "c"}).api.ca_file == "/mine");
+
+  env.set("ETCDCTL_USER", "root");
+  env.set("ETCDCTL_PASSWORD", "other");
+  CHECK(parse_options({"-backend", "etcd", "p", "c"}).etcd_password == "other");
+}
+
+TEST_CASE("session TTL, lock-delay and value") {
+  EnvScope env;
+  CHECK(parse_options({"-backend", "consul", "p", "c"}).session_ttl == 15s);
+  CHECK(parse_options({"-backend", "etcd", "-session-ttl", "3s", "p", "c"}).session_ttl == 3s);
+  CHECK(parse_options({"-backend", "consul", "-lock-delay", "0s", "p", "c"}).lock_delay == 0s);
+  CHECK_FALSE(parse_options({"-backend", "etcd", "p", "c"}).value);
+  CHECK(parse_options({"-backend", "etcd", "-value=", "p", "c"}).value == "");
+  CHECK_THROWS_WITH_AS(parse_options({"-backend", "consul", "-lock-delay", "61s", "p", "c"}),
+                       "-lock-delay must be between 0s and 60s, not 1m1s", lk::UsageError);
+  CHECK(error_of({"-backend", "etcd", "-session-ttl", "0s", "p", "c"}) ==
+        "-session-ttl must be positive");
+  CHECK(error_of({"-backend", "etcd", "-session-ttl", "500ms", "p", "c"}) ==
+        "-session-ttl for etcd must be a whole number of seconds, at least 1s");
 }
