@@ -43,7 +43,10 @@ class Hold {
   // Readable when the hold may have been lost; check_loss() then says whether it was, and why.
   virtual int loss_fd() const = 0;
   virtual std::optional<std::string> check_loss() = 0;
-  // Once lost, the child tree must be dead by this instant (a lease may expire then).
+  // For a lease: unless a renewal moves them, the stop must start at stop_by() and the child tree
+  // must be dead by dead_by(), when the lease may expire. The runner keeps to them itself, so
+  // that nothing a backend's thread is stuck in can delay the stop.
+  virtual Deadline stop_by() const { return Deadline::never(); }
   virtual Deadline dead_by() const { return Deadline::never(); }
   // Variables that tell the child what it holds (fencing token, key, prefix).
   virtual EnvVars child_env() const = 0;

@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cctype>
 #include <mutex>
 
 namespace lk {
@@ -27,19 +26,8 @@ size_t append_body(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
-size_t add_header(char* data, size_t size, size_t n, void* out) {
-  std::string line(data, size * n);
-  auto colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string name = line.substr(0, colon);
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    auto start = line.find_first_not_of(" \t", colon + 1);
-    auto end = line.find_last_not_of(" \t\r\n");
-    std::string value = start == std::string::npos || end < start ? "" : line.substr(start, end - start + 1);
-    static_cast<HttpResponse*>(out)->headers.emplace_back(std::move(name), std::move(value));
-  }
-  return size * n;
-}
+// Without a header function, libcurl hands headers to the body's function.
+size_t discard(char*, size_t size, size_t n, void*) { return size * n; }
 
 struct StreamState {
   const std::function<bool(std::string_view)>* on_data;
@@ -80,12 +68,6 @@ std::string connect_to(const Endpoint& e, std::string& base_url) {
 }
 
 }  // namespace
-
-std::string HttpResponse::header(const std::string& lower_name) const {
-  for (const auto& [k, v] : headers)
-    if (k == lower_name) return v;
-  return "";
-}
 
 HttpClient::HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   global_init();
@@ -146,8 +128,7 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& p
   HttpResponse response;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, discard);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long>(timeout.count(), 1)));
   CURLcode rc = curl_easy_perform(c);
@@ -166,9 +147,7 @@ long HttpClient::stream(const std::string& method, const std::string& path, cons
   StreamState state{&on_data};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &state);
-  // Without a header function of its own, libcurl would hand headers to stream_body.
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, nullptr);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, discard);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
 

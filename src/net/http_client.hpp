@@ -28,8 +28,6 @@ struct Endpoint {
 struct HttpResponse {
   long status = 0;
   std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
-  std::string header(const std::string& lower_name) const;
 };
 
 // The server could not be reached or did not answer in time: worth retrying.

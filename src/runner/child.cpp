@@ -1,11 +1,14 @@
 #include "runner/child.hpp"
 
+#include <linux/close_range.h>
+
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
@@ -54,6 +57,9 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report_fd, errno);
     close(null);
   }
+  // Libraries open descriptors without close-on-exec (libcurl's wake-up sockets): only the
+  // ones listed cross exec.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
   signals.restore_in_child();
   execvpe(argv[0], argv, envp);
@@ -94,6 +100,17 @@ Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdo
   while (read(report_read.get(), &s.exec_error, sizeof s.exec_error) < 0 && errno == EINTR) {
   }
   return s;
+}
+
+std::vector<int> passed_down_fds() {
+  std::vector<int> fds;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    int flags = fcntl(fd, F_GETFD);
+    if (fd > 2 && flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
+  }
+  return fds;  // without /proc, none: a descriptor to pass on is rare, a leaked one is worse
 }
 
 }  // namespace lk

@@ -17,8 +17,12 @@ struct ChildSpec {
   bool pass_stdin = false;        // else /dev/null
   bool on_terminal = false;       // its stdin is our terminal (-pass-stdin on a tty)
   bool take_terminal = false;     // ... and we are in the foreground: give it the terminal now
-  std::vector<int> inherit_fds;   // descriptors to keep open across exec
+  std::vector<int> inherit_fds;   // descriptors to keep open across exec; all others close
 };
+
+// The descriptors above stdio that we were started with and that would cross exec: the
+// caller's to pass on to the child (`lock p cmd 3>file`), as flock(1) does.
+std::vector<int> passed_down_fds();
 
 // The argv `consul lock` would run: $SHELL -c "<words joined by spaces>" (/bin/sh when SHELL is
 // unset or empty), or the words themselves with -shell=false.

@@ -33,6 +33,7 @@ std::string waiting_for(Backend& backend, const std::string& prefix) {
 
 int run(const Options& o) {
   Signals signals;  // first, so that no signal is missed while we wait
+  std::vector<int> pass_down = passed_down_fds();  // before any library opens its own
   auto backend = make_backend(o);
   Watchdog watchdog;
   LockSpec spec{o.prefix, o.limit, o.name};
@@ -69,6 +70,7 @@ int run(const Options& o) {
   bool on_terminal = o.pass_stdin && isatty(STDIN_FILENO);
   ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
                   on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
+  child.inherit_fds.insert(child.inherit_fds.end(), pass_down.begin(), pass_down.end());
   if (hold->loss_fd() >= 0) watchdog.keep_open(hold->loss_fd());
   RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
   hold->release();

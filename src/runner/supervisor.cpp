@@ -45,7 +45,8 @@ RunResult Supervisor::run(const ChildSpec& spec) {
   while (!tree_gone_) {
     pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {hold_.loss_fd(), POLLIN, 0}};
     timespec ts;
-    int n = ppoll(fds, watching_loss ? 2 : 1, kill_at_.remaining(ts), nullptr);
+    Deadline wake = result_.lost ? kill_at_ : Deadline::earlier(kill_at_, hold_.stop_by());
+    int n = ppoll(fds, watching_loss ? 2 : 1, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
     if (n > 0 && (fds[0].revents & POLLIN))
       for (int sig : signals_.take()) on_signal(sig);
@@ -53,6 +54,8 @@ RunResult Supervisor::run(const ChildSpec& spec) {
       on_loss();
       watching_loss = !result_.lost;
     }
+    if (!result_.lost && hold_.stop_by().passed())
+      lose(hold_.check_loss().value_or("the lease was not renewed in time and may expire soon"));
     if (stopping_ && !killing_ && kill_at_.passed()) {
       verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
               format_go_duration(kill_after_));
@@ -79,11 +82,13 @@ void Supervisor::on_signal(int sig) {
 }
 
 void Supervisor::on_loss() {
-  if (auto why = hold_.check_loss()) {
-    result_.lost = *why;
-    if (!stopping_) stop(SIGTERM, "lock lost: " + *why);
-    if (!killing_) kill_at_ = Deadline::earlier(kill_at_, hold_.dead_by());
-  }
+  if (auto why = hold_.check_loss()) lose(*why);
+}
+
+void Supervisor::lose(const std::string& why) {
+  result_.lost = why;
+  if (!stopping_) stop(SIGTERM, "lock lost: " + why);
+  if (!killing_) kill_at_ = Deadline::earlier(kill_at_, hold_.dead_by());
 }
 
 // Collects every child that changed state: the direct one, or an orphan of the tree adopted by

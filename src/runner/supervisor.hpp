@@ -21,6 +21,7 @@ namespace lk {
 //   SIGCHLD         reap; when the child itself exits, stop what it left behind; when it stops
 //                   for job control (^Z), stop with it
 //   hold lost       stop the child
+//   lease stop_by   stop the child, as if lost: its lease may expire at dead_by, the kill deadline
 //   kill deadline   SIGKILL to whatever of the tree is left
 // and it returns only once the whole child tree is gone: we are its subreaper, so every process
 // it started, even one that left its process group, becomes our child when orphaned, and the
@@ -33,6 +34,7 @@ class Supervisor {
  private:
   void on_signal(int sig);
   void on_loss();
+  void lose(const std::string& why);
   void reap();
   void reap_any();
   void on_stopped(const siginfo_t& info);

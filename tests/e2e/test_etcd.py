@@ -68,6 +68,14 @@ class EtcdLockTest(EtcdTestCase):
         self.assertGreater(int(token), 0)
         self.assert_nothing_left()
 
+    def test_child_inherits_no_descriptor_of_ours_but_the_callers(self):
+        with open(self.path("passed"), "w") as passed:
+            fd = passed.fileno()
+            r = subprocess.run([LOCK, self.prefix, "ls /proc/$$/fd"], env=self.env, text=True,
+                               capture_output=True, pass_fds=(fd,), timeout=30 * SLOW)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(map(int, r.stdout.split())), [0, 1, 2, fd])
+
     def test_key_layout_is_etcds_mutex_with_a_holder_record(self):
         holder = self.hold(prefix=self.prefix)
         (key, (value, _, lease)), = self.etcd.keys(self.prefix + "/").items()

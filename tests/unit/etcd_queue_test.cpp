@@ -16,14 +16,14 @@ Contender at(std::int64_t revision, int limit = 1) {
 TEST_CASE("contender keys: etcd's mutex layout for locks, the limit in the name for semaphores") {
   CHECK(contender_key("jobs/a", 0x694d7c3e5a1b2c0d, 1) == "jobs/a/694d7c3e5a1b2c0d");
   CHECK(contender_key("jobs/a", 0x1f, 3) == "jobs/a/sem3-1f");
-  CHECK(parse_contender("jobs/a", {"jobs/a/sem3-1f", "", 7, 7, 0x1f})->limit == 3);
-  CHECK(parse_contender("jobs/a", {"jobs/a/694d7c3e5a1b2c0d", "", 7, 7, 0})->limit == 1);
+  CHECK(parse_contender("jobs/a", {"jobs/a/sem3-1f", "", 7})->limit == 3);
+  CHECK(parse_contender("jobs/a", {"jobs/a/694d7c3e5a1b2c0d", "", 7})->limit == 1);
   // Whatever else lies directly under the prefix counts as a lock's key, as etcdctl sees it.
-  CHECK(parse_contender("jobs/a", {"jobs/a/sem", "", 7, 7, 0})->limit == 1);
-  CHECK(parse_contender("jobs/a", {"jobs/a/sem1-1f", "", 7, 7, 0})->limit == 1);
-  CHECK(parse_contender("jobs/a", {"jobs/a/semx-1f", "", 7, 7, 0})->limit == 1);
+  CHECK(parse_contender("jobs/a", {"jobs/a/sem", "", 7})->limit == 1);
+  CHECK(parse_contender("jobs/a", {"jobs/a/sem1-1f", "", 7})->limit == 1);
+  CHECK(parse_contender("jobs/a", {"jobs/a/semx-1f", "", 7})->limit == 1);
   // Keys of a longer prefix are not contenders.
-  CHECK_FALSE(parse_contender("jobs/a", {"jobs/a/b/694d", "", 7, 7, 0}));
+  CHECK_FALSE(parse_contender("jobs/a", {"jobs/a/b/694d", "", 7}));
 }
 
 TEST_CASE("position: contenders ahead by create revision, and the one just ahead") {

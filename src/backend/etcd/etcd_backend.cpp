@@ -106,6 +106,7 @@ bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me,
         changed = deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
       if (changed) return false;
     }
+    if (auto why = cancel_reason(result)) throw EtcdError("etcd ended our watch: " + *why, 0);
     changed = result.value("canceled", false);  // compacted away: read the queue again
     return !changed;
   }, wake_fds, keep_waiting);
@@ -128,17 +129,31 @@ PrefixStatus EtcdBackend::status(const std::string& prefix) {
 
 std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadline,
                                            const Interrupt& interrupt) {
-  LeaseTiming timing{config_.ttl, config_.ttl / 3, config_.kill_after, config_.monitor_retry};
+  std::chrono::nanoseconds ttl = config_.ttl;
+  LeaseTiming timing{ttl, ttl / 3, config_.kill_after, config_.monitor_retry};
   auto lease = std::make_unique<EtcdLease>(config_.client, timing);
   EtcdClient client(config_.client);
 
   HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
                config_.value.value_or(record.to_json())};
-  json put = {{"key", base64_encode(me.key)},
-              {"value", base64_encode(me.value)},
-              {"lease", std::to_string(lease->id())}};
-  me.create_revision = etcd_int(client.call("/v3/kv/put", put)["header"], "revision");
+  // As etcd's mutex does: put only if absent, else read. A put that timed out may still have
+  // been applied; its retry then finds our key and its revision instead of queueing twice.
+  json kv = {{"key", base64_encode(me.key)},
+             {"value", base64_encode(me.value)},
+             {"lease", std::to_string(lease->id())}};
+  json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
+                            {"result", "EQUAL"}}}},
+              {"success", {{{"request_put", kv}}}},
+              {"failure", {{{"request_range", {{"key", kv["key"]}}}}}}};
+  json reply = client.call("/v3/kv/txn", txn);
+  if (reply.value("succeeded", false)) {
+    me.create_revision = etcd_int(reply["header"], "revision");
+  } else {
+    auto found = reply["responses"][0]["response_range"].value("kvs", json::array());
+    if (found.empty()) throw Error("etcd lost our key " + me.key + " as we queued");
+    me.create_revision = etcd_kv(found[0]).create_revision;
+  }
   verbose("queued as {} (revision {})", me.key, me.create_revision);
 
   UniqueFd timer = timer_for(deadline);
@@ -154,7 +169,7 @@ std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadli
     try {
       if (wait_turn(client, spec, me, keep_waiting, {timer.get(), interrupt.fd, keeper.loss_fd()})) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
-        if (spec.limit > 1) client.call("/v3/kv/put", put);
+        if (spec.limit > 1) client.call("/v3/kv/put", kv);
         return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix);
       }
     } catch (const NetworkError& e) {

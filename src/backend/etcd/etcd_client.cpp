@@ -1,6 +1,7 @@
 #include "backend/etcd/etcd_client.hpp"
 
 #include "net/base64.hpp"
+#include "util/deadline.hpp"
 #include "util/log.hpp"
 
 namespace lk {
@@ -22,8 +23,12 @@ KeyValue etcd_kv(const json& kv) {
     if (!bytes) throw Error(std::string("etcd sent a ") + field + " that is not base64");
     return *bytes;
   };
-  return {decode("key"), decode("value"), etcd_int(kv, "create_revision"),
-          etcd_int(kv, "mod_revision"), etcd_int(kv, "lease")};
+  return {decode("key"), decode("value"), etcd_int(kv, "create_revision")};
+}
+
+std::optional<std::string> cancel_reason(const json& result) {
+  if (!result.value("canceled", false) || etcd_int(result, "compact_revision") > 0) return std::nullopt;
+  return result.value("cancel_reason", std::string("the server cancelled the watch"));
 }
 
 std::string prefix_end(const std::string& key_prefix) {
@@ -59,11 +64,11 @@ void EtcdClient::next_endpoint(const std::string& why) {
   verbose("{}; trying etcd at {}", why, endpoint());
 }
 
-std::vector<std::string> EtcdClient::auth_headers(bool renew_token) {
+std::vector<std::string> EtcdClient::auth_headers(std::chrono::milliseconds timeout, bool renew_token) {
   if (config_.user.empty()) return {};
   if (token_.empty() || renew_token) {
     json body = {{"name", config_.user}, {"password", config_.password}};
-    auto r = http().request("POST", "/v3/auth/authenticate", body.dump(), std::chrono::seconds(5));
+    auto r = http().request("POST", "/v3/auth/authenticate", body.dump(), timeout);
     json reply = json::parse(r.body, nullptr, false);
     if (r.status != 200 || !reply.contains("token"))
       throw Error("etcd at " + endpoint() + " refused user '" + config_.user + "': " +
@@ -74,15 +79,20 @@ std::vector<std::string> EtcdClient::auth_headers(bool renew_token) {
 }
 
 json EtcdClient::call(const std::string& path, const json& body, std::chrono::milliseconds timeout) {
-  std::string last_failure;
-  for (std::size_t attempt = 0; attempt < config_.endpoints.size(); ++attempt) {
+  // One budget for the whole call, however many endpoints and logins it takes.
+  auto end = Clock::now() + timeout;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+  };
+  std::string last_failure = "no time left to try";
+  for (std::size_t attempt = 0; attempt < config_.endpoints.size() && left().count() > 0; ++attempt) {
     try {
-      auto r = http().request("POST", path, body.dump(), timeout, auth_headers());
+      auto r = http().request("POST", path, body.dump(), left(), auth_headers(left()));
       json reply = json::parse(r.body, nullptr, false);
       // Simple tokens expire when unused for a while: log in again, once.
       if (!config_.user.empty() && reply.is_object() &&
           reply.value("message", "").find("invalid auth token") != std::string::npos) {
-        r = http().request("POST", path, body.dump(), timeout, auth_headers(true));
+        r = http().request("POST", path, body.dump(), left(), auth_headers(left(), true));
         reply = json::parse(r.body, nullptr, false);
       }
       if (r.status == 200 && reply.is_object()) return reply;
@@ -129,8 +139,12 @@ void EtcdClient::watch(const json& create_request,
   };
   json body = {{"create_request", create_request}};
   try {
+    // Without a leader a member would keep the stream open and silent; with this header it
+    // cancels it instead, as clientv3.WithRequireLeader asks.
+    auto headers = auth_headers(std::chrono::seconds(5));
+    headers.push_back("Grpc-Metadata-Hasleader: true");
     long status = http().stream("POST", "/v3/watch", body.dump(), on_data, wake_fds, keep_going,
-                                auth_headers());
+                                headers);
     if (failure) std::rethrow_exception(failure);
     if (status != 200 && status != 0) throw EtcdError("etcd watch failed with HTTP status " + std::to_string(status), 0);
   } catch (const NetworkError& e) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,8 +29,11 @@ struct EtcdError : Error {
 
 struct KeyValue {
   std::string key, value;
-  std::int64_t create_revision = 0, mod_revision = 0, lease = 0;
+  std::int64_t create_revision = 0;
 };
+
+// A watch the server ended other than by compaction (permissions, no leader): its reason.
+std::optional<std::string> cancel_reason(const nlohmann::json& watch_result);
 
 // A field the gateway sends as a string (int64) or leaves out when zero.
 std::int64_t etcd_int(const nlohmann::json& object, const char* field);
@@ -56,7 +60,7 @@ class EtcdClient {
 
  private:
   HttpClient& http();
-  std::vector<std::string> auth_headers(bool renew_token = false);
+  std::vector<std::string> auth_headers(std::chrono::milliseconds timeout, bool renew_token = false);
   void next_endpoint(const std::string& why);
 
   EtcdConfig config_;

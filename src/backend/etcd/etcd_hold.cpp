@@ -18,7 +18,7 @@ EtcdHold::EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, C
       prefix_(std::move(prefix)),
       stop_watch_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!stop_watch_) throw sys_error("eventfd");
-  watcher_ = std::thread([this] { watch_own_key(me_.create_revision + 1); });
+  watcher_ = std::thread([this] { watch_own_key(); });
 }
 
 EtcdHold::~EtcdHold() {
@@ -45,10 +45,10 @@ void EtcdHold::release() {
   lease_->revoke();
 }
 
-// Runs until told to stop. Only our own key's events reach us; a broken stream is reopened from
-// the last revision seen, so a deletion in between is still reported. How long a broken stream
-// may last is not this thread's business: the keeper's deadline bounds it.
-void EtcdHold::watch_own_key(std::int64_t from_revision) {
+// Runs until told to stop. Each (re)connection first reads our key outside the stream: it must
+// still be the one we created (same create revision); the watch then starts just after that
+// read, so no deletion can fall between two streams.
+void EtcdHold::watch_own_key() {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
   auto stopping = [&] {
@@ -57,22 +57,21 @@ void EtcdHold::watch_own_key(std::int64_t from_revision) {
   };
   while (!stopping()) {
     try {
-      json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(from_revision)}};
+      json r = client.call("/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}});
+      auto kvs = r.value("kvs", json::array());
+      if (kvs.empty() || etcd_kv(kvs[0]).create_revision != me_.create_revision)
+        return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
+      json request = {{"key", base64_encode(me_.key)},
+                      {"start_revision", std::to_string(etcd_int(r["header"], "revision") + 1)}};
       client.watch(request, [&](const json& result) {
-        from_revision = std::max(from_revision, etcd_int(result.value("header", json::object()), "revision") + 1);
-        if (result.value("canceled", false)) {
-          // Compacted past our revision: look at the key itself.
-          json r = client.call("/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}});
-          if (!r.contains("kvs")) keeper.lose("our key " + me_.key + " is gone");
-          return false;
-        }
+        if (auto why = cancel_reason(result)) throw EtcdError("etcd ended our watch: " + *why, 0);
         for (const json& event : result.value("events", json::array())) {
           if (event.value("type", "PUT") == "DELETE") {
             keeper.lose("our key " + me_.key + " was deleted (lease revoked or expired, or removed by hand)");
             return false;
           }
         }
-        return true;
+        return !result.value("canceled", false);  // compacted: read the key again
       }, {stop_watch_.get(), keeper.loss_fd()}, [&] { return !stopping(); });
     } catch (const std::exception& e) {
       verbose("watching {} failed ({}); watching again in 1s", me_.key, e.what());

@@ -19,13 +19,14 @@ class EtcdHold : public Hold {
 
   int loss_fd() const override { return lease_->keeper().loss_fd(); }
   std::optional<std::string> check_loss() override { return lease_->keeper().reason(); }
+  Deadline stop_by() const override { return lease_->keeper().stop_by(); }
   Deadline dead_by() const override { return lease_->keeper().dead_by(); }
   EnvVars child_env() const override;
   std::vector<int> child_fds() const override { return {}; }
   void release() override;
 
  private:
-  void watch_own_key(std::int64_t from_revision);
+  void watch_own_key();
   void stop_watch();
 
   EtcdConfig config_;

@@ -43,6 +43,11 @@ std::optional<std::string> LeaseKeeper::reason() const {
   return reason_;
 }
 
+Deadline LeaseKeeper::stop_by() const {
+  std::lock_guard lock(mutex_);
+  return Deadline(last_ack_send_ + timing_.stop_after());
+}
+
 Deadline LeaseKeeper::dead_by() const {
   std::lock_guard lock(mutex_);
   return Deadline(last_ack_send_ + timing_.ttl - timing_.margin());
@@ -74,7 +79,7 @@ void LeaseKeeper::run() {
       lock.unlock();
       lose(fmt::format("the lease could not be renewed ({}); it may expire {} from now",
                        last_error.empty() ? "no answer in time" : last_error,
-                       format_go_duration(std::chrono::duration_cast<nanoseconds>(left))));
+                       format_go_duration(std::max(nanoseconds(0), std::chrono::duration_cast<nanoseconds>(left)))));
       lock.lock();
       break;
     }
@@ -94,7 +99,7 @@ void LeaseKeeper::run() {
     } catch (const LeaseGone& e) {
       lose(e.what());
       lock.lock();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // a garbled answer is as good as none: retry
       lock.lock();
       last_error = e.what();
       if (++failures > timing_.monitor_retry) {

@@ -55,7 +55,9 @@ class LeaseKeeper {
   std::optional<std::string> reason() const;
   // Declares the hold lost (from any thread), e.g. when a watch sees our key deleted.
   void lose(const std::string& why);
-  // The instant by which the child tree must be dead: the lease-safe deadline.
+  // When the stop must start, and the instant by which the child tree must be dead (the
+  // lease-safe deadline), as of the last acknowledged renewal.
+  Deadline stop_by() const;
   Deadline dead_by() const;
   void stop();  // no more renewals; returns once the thread is gone
 
