@@ -2,12 +2,27 @@
 
 #include "backend/local/local_backend.hpp"
 #ifdef LOCK_WITH_NETWORK
+#include <fstream>
+#include <iterator>
+
+#include "backend/consul/consul_backend.hpp"
 #include "backend/etcd/etcd_backend.hpp"
 #endif
 
 namespace lk {
 
 #ifdef LOCK_WITH_NETWORK
+// As Consul's client reads it: a token file, when given and not empty, wins over a token.
+static std::string consul_token(const ApiOptions& api) {
+  if (api.token_file.empty()) return api.token;
+  std::ifstream in(api.token_file);
+  if (!in) throw sys_error("cannot read the token file " + api.token_file);
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
+  return token.empty() ? api.token : token;
+}
+
 static TlsOptions tls_options(const ApiOptions& api) {
   return {api.ca_file, api.ca_path, api.client_cert, api.client_key, api.tls_server_name,
           api.ssl_verify};
@@ -27,9 +42,20 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     c.monitor_retry = o.monitor_retry;
     return std::make_unique<EtcdBackend>(std::move(c));
   }
+  if (o.backend == "consul") {
+    ConsulBackendConfig c;
+    c.client = {o.api.http_addr.empty() ? "127.0.0.1:8500" : o.api.http_addr, tls_options(o.api),
+                o.api.ssl, consul_token(o.api), o.api.datacenter, o.api.stale};
+    c.ttl = o.session_ttl;
+    c.lock_delay = o.lock_delay;
+    c.value = o.value;
+    c.kill_after = o.kill_after;
+    c.monitor_retry = o.monitor_retry;
+    return std::make_unique<ConsulBackend>(std::move(c));
+  }
 #endif
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +
-              o.backend_chosen_by + "); use -backend local or -backend etcd");
+              o.backend_chosen_by + "); use -backend local, consul or etcd");
 }
 
 }  // namespace lk

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 
 namespace lk {
@@ -28,6 +29,20 @@ size_t append_body(char* data, size_t size, size_t n, void* out) {
 
 // Without a header function, libcurl hands headers to the body's function.
 size_t discard(char*, size_t size, size_t n, void*) { return size * n; }
+
+size_t add_header(char* data, size_t size, size_t n, void* out) {
+  std::string_view line(data, size * n);
+  auto colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    std::string name(line.substr(0, colon));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto value = line.substr(colon + 1);
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
+    static_cast<HttpResponse*>(out)->headers[name] = std::string(value);
+  }
+  return size * n;
+}
 
 struct StreamState {
   const std::function<bool(std::string_view)>* on_data;
@@ -128,12 +143,63 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& p
   HttpResponse response;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, discard);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long>(timeout.count(), 1)));
   CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK)
     throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+// Runs the prepared transfer through the multi interface, so that the wait for data also wakes
+// on our own descriptors. Returns libcurl's result; `stopped` says keep_going ended it.
+int HttpClient::run_multi(const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
+                          bool& stopped) {
+  CURL* c = static_cast<CURL*>(curl_);
+  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), curl_multi_cleanup);
+  if (!multi) throw Error("cannot initialise libcurl");
+  curl_multi_add_handle(multi.get(), c);
+  std::vector<curl_waitfd> extra;
+  for (int fd : wake_fds) extra.push_back({fd, CURL_WAIT_POLLIN, 0});
+  CURLcode rc = CURLE_OK;
+  for (int running = 1; running;) {
+    curl_multi_perform(multi.get(), &running);
+    if (!running) break;
+    int ready = 0;
+    for (auto& w : extra) w.revents = 0;
+    curl_multi_poll(multi.get(), extra.data(), static_cast<unsigned>(extra.size()), 1000, &ready);
+    if (!keep_going()) {
+      stopped = true;
+      break;
+    }
+  }
+  int queued = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued))
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  curl_multi_remove_handle(multi.get(), c);
+  return rc;
+}
+
+std::optional<HttpResponse> HttpClient::request_until(
+    const std::string& method, const std::string& path, const std::string& body,
+    std::chrono::milliseconds timeout, const std::vector<std::string>& headers,
+    const std::vector<int>& wake_fds, const std::function<bool()>& keep_going) {
+  CURL* c = static_cast<CURL*>(curl_);
+  prepare(method, path, body, headers);
+  HttpResponse response;
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long>(timeout.count(), 1)));
+  bool stopped = false;
+  auto rc = static_cast<CURLcode>(run_multi(wake_fds, keep_going, stopped));
+  if (stopped) return std::nullopt;
+  if (rc != CURLE_OK) throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }
@@ -150,29 +216,7 @@ long HttpClient::stream(const std::string& method, const std::string& path, cons
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, discard);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
-
-  // The multi interface, so that the wait for data also wakes on our own descriptors.
-  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), curl_multi_cleanup);
-  if (!multi) throw Error("cannot initialise libcurl");
-  curl_multi_add_handle(multi.get(), c);
-  std::vector<curl_waitfd> extra;
-  for (int fd : wake_fds) extra.push_back({fd, CURL_WAIT_POLLIN, 0});
-  CURLcode rc = CURLE_OK;
-  for (int running = 1; running;) {
-    curl_multi_perform(multi.get(), &running);
-    if (!running) break;
-    int ready = 0;
-    for (auto& w : extra) w.revents = 0;
-    curl_multi_poll(multi.get(), extra.data(), static_cast<unsigned>(extra.size()), 1000, &ready);
-    if (!keep_going()) {
-      state.stopped = true;
-      break;
-    }
-  }
-  int queued = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued))
-    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
-  curl_multi_remove_handle(multi.get(), c);
+  auto rc = static_cast<CURLcode>(run_multi(wake_fds, keep_going, state.stopped));
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (rc != CURLE_OK && !state.stopped)

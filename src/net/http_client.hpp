@@ -2,7 +2,9 @@
 // HTTP over libcurl, one connection kept alive per client. A client belongs to one thread.
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +30,18 @@ struct Endpoint {
 struct HttpResponse {
   long status = 0;
   std::string body;
+  std::map<std::string, std::string> headers;  // names in lower case
 };
 
 // The server could not be reached or did not answer in time: worth retrying.
 struct NetworkError : Error {
   using Error::Error;
+};
+
+// What may cut a long request short: descriptors to wake on, and whether to go on then.
+struct Wake {
+  std::vector<int> fds;
+  std::function<bool()> keep_going;
 };
 
 class HttpClient {
@@ -57,9 +66,19 @@ class HttpClient {
               const std::function<bool()>& keep_going,
               const std::vector<std::string>& headers = {});
 
+  // request(), cut short (nullopt) when `keep_going`, asked as for stream(), returns false.
+  std::optional<HttpResponse> request_until(const std::string& method, const std::string& path,
+                                            const std::string& body,
+                                            std::chrono::milliseconds timeout,
+                                            const std::vector<std::string>& headers,
+                                            const std::vector<int>& wake_fds,
+                                            const std::function<bool()>& keep_going);
+
   const Endpoint& endpoint() const { return endpoint_; }
 
  private:
+  int run_multi(const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
+                bool& stopped);
   void prepare(const std::string& method, const std::string& path, const std::string& body,
                const std::vector<std::string>& headers);
 

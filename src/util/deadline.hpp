@@ -27,6 +27,13 @@ class Deadline {
     return *a.at_ < *b.at_ ? a : b;
   }
 
+  // The time left, at most `cap` (all of it when there is no deadline).
+  std::chrono::milliseconds left(std::chrono::milliseconds cap) const {
+    if (!at_) return cap;
+    auto l = std::chrono::duration_cast<std::chrono::milliseconds>(*at_ - Clock::now());
+    return std::clamp(l, std::chrono::milliseconds(0), cap);
+  }
+
   bool passed() const { return at_ && Clock::now() >= *at_; }
 
   // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.

@@ -123,22 +123,11 @@ class BadInputTest(LockTestCase):
         self.usage(["-backend", "bogus", "p"], message)
         self.usage(["p"], message, env=dict(self.env, LOCK_BACKEND="bogus"))
 
-    def test_server_backends_are_not_available(self):
-        def not_available(name):
-            return re.compile(rf"^lock: the {name} backend is not available in this version of "
-                              r"lock \(.*\); use -backend local or -backend etcd\n$")
-        for name in ("consul", "zookeeper"):
-            with self.subTest(backend=name):
-                self.reject(["-backend", name, "p"], not_available(name))
-                self.reject(["p"], not_available(name), env=dict(self.env, LOCK_BACKEND=name))
-        # Any API flag, or the agent address in the environment, means consul.
-        for flag in (["-http-addr", "x"], ["-http-addr=127.0.0.1:8500"], ["-token", "t"],
-                     ["-datacenter", "dc1"], ["-stale"]):
-            with self.subTest(flag=flag):
-                self.reject([*flag, "p"], not_available("consul"))
-        with self.subTest(env="CONSUL_HTTP_ADDR"):
-            self.reject(["p"], not_available("consul"),
-                        env=dict(self.env, CONSUL_HTTP_ADDR="127.0.0.1:8500"))
+    def test_zookeeper_is_not_available(self):
+        message = re.compile(r"^lock: the zookeeper backend is not available in this version of "
+                             r"lock \(.*\); use -backend local, consul or etcd\n$")
+        self.reject(["-backend", "zookeeper", "p"], message)
+        self.reject(["p"], message, env=dict(self.env, LOCK_BACKEND="zookeeper"))
 
     def test_api_flags_do_not_apply_to_the_local_backend(self):
         self.usage(["-backend", "local", "-http-addr", "x", "p"],

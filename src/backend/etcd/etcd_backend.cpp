@@ -129,9 +129,22 @@ PrefixStatus EtcdBackend::status(const std::string& prefix) {
 
 std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadline,
                                            const Interrupt& interrupt) {
+  try {
+    return queue_and_wait(spec, deadline, interrupt);
+  } catch (const NetworkError&) {
+    // A request cut short by -timeout is the timeout, not a fault of etcd's.
+    if (deadline.passed()) throw AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
+    throw;
+  }
+}
+
+std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline deadline,
+                                                  const Interrupt& interrupt) {
   std::chrono::nanoseconds ttl = config_.ttl;
   LeaseTiming timing{ttl, ttl / 3, config_.kill_after, config_.monitor_retry};
-  auto lease = std::make_unique<EtcdLease>(config_.client, timing);
+  // -timeout bounds the whole wait, the requests before it included.
+  auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
+  auto lease = std::make_unique<EtcdLease>(config_.client, timing, budget());
   EtcdClient client(config_.client);
 
   HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
@@ -146,7 +159,7 @@ std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadli
                             {"result", "EQUAL"}}}},
               {"success", {{{"request_put", kv}}}},
               {"failure", {{{"request_range", {{"key", kv["key"]}}}}}}};
-  json reply = client.call("/v3/kv/txn", txn);
+  json reply = client.call("/v3/kv/txn", txn, budget());
   if (reply.value("succeeded", false)) {
     me.create_revision = etcd_int(reply["header"], "revision");
   } else {

@@ -25,6 +25,8 @@ class EtcdBackend : public Backend {
                                 const Interrupt& interrupt) override;
 
  private:
+  std::unique_ptr<Hold> queue_and_wait(const LockSpec& spec, Deadline deadline,
+                                       const Interrupt& interrupt);
   EtcdBackendConfig config_;
 };
 

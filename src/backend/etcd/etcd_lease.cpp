@@ -7,10 +7,12 @@ namespace lk {
 
 using nlohmann::json;
 
-EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing) : client_(config) {
+EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
+                     std::chrono::milliseconds grant_timeout)
+    : client_(config) {
   auto ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(timing.ttl).count();
   auto sent = Clock::now();
-  json reply = client_.call("/v3/lease/grant", {{"TTL", ttl_seconds}});
+  json reply = client_.call("/v3/lease/grant", {{"TTL", ttl_seconds}}, grant_timeout);
   id_ = etcd_int(reply, "ID");
   if (!id_) throw Error("etcd granted no lease: " + reply.dump());
   // etcd may grant a longer TTL than asked (its minimum), never a shorter one: counting with

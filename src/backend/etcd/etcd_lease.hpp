@@ -12,7 +12,7 @@ namespace lk {
 
 class EtcdLease {
  public:
-  EtcdLease(const EtcdConfig& config, LeaseTiming timing);
+  EtcdLease(const EtcdConfig& config, LeaseTiming timing, std::chrono::milliseconds grant_timeout);
   ~EtcdLease();
   EtcdLease(const EtcdLease&) = delete;
   EtcdLease& operator=(const EtcdLease&) = delete;

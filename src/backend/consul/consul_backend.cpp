@@ -1,0 +1,184 @@
+#include "backend/consul/consul_backend.hpp"
+
+#include <poll.h>
+
+#include "backend/consul/consul_hold.hpp"
+#include "backend/consul/consul_recipes.hpp"
+#include "backend/consul/consul_session.hpp"
+#include "cli/duration.hpp"
+#include "util/log.hpp"
+
+namespace lk {
+namespace {
+
+using nlohmann::json;
+
+// api.Lock's pause after a failed acquire of a free key: a lock-delay is in force.
+constexpr std::chrono::seconds kLockRetryTime{5};
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
+  try {
+    return HolderRecord::from_json(pair.value);
+  } catch (const Error&) {
+    HolderRecord r;  // consul lock stores no value; -value may be anything
+    r.prefix = prefix;
+    r.name = pair.value.empty() ? "session " + pair.session : pair.value;
+    return r;
+  }
+}
+
+// Why a wait ended early, if it did.
+enum class Why { none, timeout, interrupted, lost };
+
+}  // namespace
+
+PrefixStatus ConsulBackend::status(const std::string& prefix) {
+  ConsulClient client(config_.client);
+  KvRead r = client.get(prefix, true);
+  PrefixStatus s;
+  const KvPair* lock = nullptr;
+  for (const KvPair& p : r.pairs)
+    if (p.key == lock_key(prefix)) lock = &p;
+  if (!lock) return s;
+  if (lock->flags == kLockFlags) {
+    s.limit = 1;
+    if (!lock->session.empty()) {
+      HolderRecord h = record_of(prefix, *lock);
+      h.token = lock->lock_index;
+      s.holders.push_back(h);
+    }
+    return s;
+  }
+  auto j = json::parse(lock->value, nullptr, false);
+  s.limit = j.is_object() ? j.value("Limit", 0) : 0;
+  SemaphoreState state = read_semaphore(r.pairs, prefix, s.limit);
+  for (const KvPair& p : r.pairs) {
+    if (p.key == lock_key(prefix) || p.session.empty()) continue;
+    HolderRecord h = record_of(prefix, p);
+    (state.holders.contains(p.session) ? s.holders : s.waiters).push_back(h);
+  }
+  return s;
+}
+
+std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline deadline,
+                                             const Interrupt& interrupt) {
+  bool is_lock = spec.limit == 1;
+  // For a lock, nobody can take the key before the session's TTL and then the lock-delay pass.
+  std::chrono::nanoseconds safe = config_.ttl + (is_lock ? config_.lock_delay : std::chrono::nanoseconds(0));
+  LeaseTiming timing{safe, config_.ttl / 2, config_.kill_after, config_.monitor_retry};
+  json request = {{"Name", spec.session_name},
+                  {"TTL", format_go_duration(config_.ttl)},
+                  {"LockDelay", format_go_duration(config_.lock_delay)},
+                  {"Behavior", is_lock ? "release" : "delete"}};
+  auto session = std::make_unique<ConsulSession>(config_.client, request, timing);
+  const std::string& id = session->id();
+  ConsulClient client(config_.client);
+  std::string value = config_.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json());
+
+  LeaseKeeper& keeper = session->keeper();
+  Why why = Why::none;
+  Wake wake{{interrupt.fd, keeper.loss_fd()}, [&] {
+              if (deadline.passed()) why = Why::timeout;
+              else if (keeper.reason()) why = Why::lost;
+              else if (readable(interrupt.fd) && interrupt.should_stop()) why = Why::interrupted;
+              return why == Why::none;
+            }};
+  auto stopped = [&] { return !wake.keep_going(); };
+  auto give_up = [&]() -> Error {
+    if (!is_lock) {
+      try {
+        leave_semaphore(client, spec.prefix, spec.limit, id);
+      } catch (const Error&) {
+        // The session's destruction deletes our contender key all the same.
+      }
+    }
+    switch (why) {
+      case Why::timeout: return AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
+      case Why::interrupted: return Interrupted("interrupted while waiting for the lock");
+      default: return Error("lost our session while waiting: " + keeper.reason().value_or("?"));
+    }
+  };
+
+  if (is_lock) {
+    std::string key = lock_key(spec.prefix);
+    std::uint64_t index = 0;
+    for (;;) {  // api.Lock.Lock
+      if (stopped()) throw give_up();
+      KvRead r;
+      try {
+        r = client.get(key, false, index, false, &wake);
+      } catch (const WaitStopped&) {
+        throw give_up();
+      }
+      const KvPair* pair = r.pairs.empty() ? nullptr : &r.pairs[0];
+      if (pair) check_lock_flags(*pair);
+      if (pair && !pair->session.empty() && pair->session != id) {
+        verbose("{} is held by session {}; waiting", key, pair->session);
+        index = r.index;
+        continue;
+      }
+      if (client.acquire(key, value, kLockFlags, id)) break;
+      KvRead again = client.get(key, false);
+      if (!again.pairs.empty() && !again.pairs[0].session.empty()) {
+        index = again.index;
+        continue;
+      }
+      verbose("{} is free but a lock-delay is in force; trying again in {}s", key, kLockRetryTime.count());
+      pollfd fds[] = {{interrupt.fd, POLLIN, 0}, {keeper.loss_fd(), POLLIN, 0}};
+      auto pause = std::min<std::chrono::milliseconds>(kLockRetryTime, deadline.left(kLockRetryTime));
+      poll(fds, 2, static_cast<int>(pause.count()));
+      index = 0;
+    }
+    // The sequencer: the key, its LockIndex and our session.
+    KvRead held = client.get(key, false, 0, true);
+    if (held.pairs.empty() || held.pairs[0].session != id)
+      throw Error("lost " + key + " right after acquiring it");
+    verbose("acquired {} (LockIndex {}) with session {}", key, held.pairs[0].lock_index, id);
+    return std::make_unique<ConsulHold>(
+        config_.client, std::move(session),
+        ConsulHoldSpec{spec.prefix, 1, key, held.pairs[0].lock_index, config_.monitor_retry});
+  }
+
+  std::string contender = spec.prefix + "/" + id;
+  if (!client.acquire(contender, value, kSemaphoreFlags, id))
+    throw Error("failed to make contender entry " + contender);
+  std::uint64_t index = 0;
+  for (;;) {  // api.Semaphore.Acquire
+    if (stopped()) throw give_up();
+    KvRead r;
+    try {
+      r = client.get(spec.prefix, true, index, false, &wake);
+    } catch (const WaitStopped&) {
+      throw give_up();
+    }
+    SemaphoreState s;
+    try {
+      s = read_semaphore(r.pairs, spec.prefix, spec.limit);
+    } catch (const Error&) {
+      client.delete_key(contender);
+      throw;
+    }
+    if (static_cast<int>(s.holders.size()) >= s.limit) {
+      verbose("all {} slots of {} are taken; waiting", s.limit, spec.prefix);
+      index = r.index;
+      continue;
+    }
+    s.holders[id] = true;
+    if (!client.put_cas(lock_key(spec.prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index))
+      continue;  // someone else changed it first: look again
+    KvRead held = client.get(lock_key(spec.prefix), false, 0, true);
+    std::uint64_t token = held.pairs.empty() ? 0 : held.pairs[0].modify_index;
+    verbose("took a slot of {} ({} of {} held) with session {}", spec.prefix, s.holders.size(),
+            s.limit, id);
+    return std::make_unique<ConsulHold>(
+        config_.client, std::move(session),
+        ConsulHoldSpec{spec.prefix, spec.limit, contender, token, config_.monitor_retry});
+  }
+}
+
+}  // namespace lk

@@ -1,0 +1,54 @@
+#pragma once
+// A confirmed Consul hold: the session's keeper renews it, and a monitor thread watches the hold
+// with consistent blocking queries, as api.Lock's and api.Semaphore's monitors do.
+#include <memory>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "backend/consul/consul_session.hpp"
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+struct ConsulHoldSpec {
+  std::string prefix;
+  int limit = 1;
+  std::string key;           // .lock for a lock, the contender key for a semaphore
+  std::uint64_t token = 0;   // LockIndex of .lock, or .lock's ModifyIndex after our slot
+  int monitor_retry = 3;
+};
+
+class ConsulHold : public Hold {
+ public:
+  ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session, ConsulHoldSpec spec);
+  ~ConsulHold() override;
+
+  int loss_fd() const override { return session_->keeper().loss_fd(); }
+  std::optional<std::string> check_loss() override { return session_->keeper().reason(); }
+  Deadline stop_by() const override { return session_->keeper().stop_by(); }
+  Deadline dead_by() const override { return session_->keeper().dead_by(); }
+  EnvVars child_env() const override;
+  std::vector<int> child_fds() const override { return {}; }
+  void release() override;
+
+ private:
+  void monitor();
+  std::optional<std::string> still_held(ConsulClient& client, std::uint64_t& index);
+  void stop_monitor();
+
+  ConsulConfig config_;
+  std::unique_ptr<ConsulSession> session_;
+  ConsulHoldSpec spec_;
+  UniqueFd stop_;  // an eventfd: readable when the monitor must end
+  std::thread monitor_;
+  bool released_ = false;
+};
+
+// Gives up a semaphore slot (or a place in line) and removes .lock when nobody is left, as
+// api.Semaphore's Release and Destroy do. Used on release and when a wait is abandoned.
+void leave_semaphore(ConsulClient& client, const std::string& prefix, int limit,
+                     const std::string& session);
+// Removes an unheld .lock of a lock, as api.Lock's Destroy does; a newcomer may win the race.
+void tidy_lock(ConsulClient& client, const std::string& prefix);
+
+}  // namespace lk

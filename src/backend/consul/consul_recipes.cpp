@@ -1,0 +1,52 @@
+#include "backend/consul/consul_recipes.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace lk {
+
+std::string lock_key(const std::string& prefix) { return prefix + "/.lock"; }
+
+void check_lock_flags(const KvPair& pair) {
+  if (pair.flags != kLockFlags) throw Error("Existing key does not match lock use");
+}
+
+SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix, int limit) {
+  SemaphoreState s{limit, {}, 0};
+  const KvPair* lock = nullptr;
+  for (const KvPair& p : pairs)
+    if (p.key == lock_key(prefix)) lock = &p;
+  if (lock) {
+    if (lock->flags != kSemaphoreFlags) throw Error("Existing key does not match semaphore use");
+    s.modify_index = lock->modify_index;
+    if (!lock->value.empty()) {
+      auto j = nlohmann::json::parse(lock->value, nullptr, false);
+      if (!j.is_object()) throw Error("Existing key does not match semaphore use");
+      s.limit = j.value("Limit", 0);
+      auto holders = j.find("Holders");
+      if (holders != j.end() && holders->is_object())
+        for (auto it = holders->begin(); it != holders->end(); ++it)
+          if (it->is_boolean() && it->get<bool>()) s.holders[it.key()] = true;
+    }
+  }
+  if (s.limit != limit)
+    throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", s.limit, limit));
+  // A holder is alive while its session holds a key under the prefix (its contender key).
+  std::erase_if(s.holders, [&](const auto& h) {
+    for (const KvPair& p : pairs)
+      if (p.session == h.first) return false;
+    return true;
+  });
+  return s;
+}
+
+std::string encode_semaphore(const SemaphoreState& s) {
+  nlohmann::ordered_json j;  // Go writes the struct's fields in order: Limit, then Holders
+  j["Limit"] = s.limit;
+  j["Holders"] = nlohmann::ordered_json::object();
+  for (const auto& [session, held] : s.holders) j["Holders"][session] = held;  // sorted, as Go's map
+  return j.dump();
+}
+
+}  // namespace lk
