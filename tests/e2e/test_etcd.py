@@ -200,7 +200,7 @@ class EtcdSemaphoreTest(EtcdTestCase):
         holder = self.hold("-n", "2", prefix=self.prefix)
         r = self.run_lock("-n", "3", self.prefix, "touch " + self.path("ran"))
         self.assertEqual(r.returncode, 1)
-        self.assertIn("Semaphore limit conflict (lock: 2, local: 3)", r.stderr)
+        self.assertIn("semaphore limit conflict (lock: 2, local: 3)", r.stderr)
         r = self.run_lock(self.prefix, "touch " + self.path("ran"))
         self.assertEqual(r.returncode, 1)
         self.assertIn("Existing key does not match lock use", r.stderr)

@@ -41,7 +41,7 @@ TEST_CASE("conflicts ahead use Consul's wording; conflicts behind are the newcom
   CHECK_THROWS_WITH(position_in({at(3), at(5, 2)}, 5, 2),
                     "Existing key does not match semaphore use (p/3 is a lock's)");
   CHECK_THROWS_WITH(position_in({at(3, 2), at(5, 3)}, 5, 3),
-                    "Semaphore limit conflict (lock: 2, local: 3)");
+                    "semaphore limit conflict (lock: 2, local: 3)");
   CHECK(position_in({at(3), at(5, 2)}, 3, 1).ahead == 0);
 }
 

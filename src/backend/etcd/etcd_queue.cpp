@@ -32,7 +32,7 @@ Position position_in(const std::vector<Contender>& queue, std::int64_t my_revisi
     if (c.limit != my_limit) {
       if (my_limit == 1) throw Error("Existing key does not match lock use (" + c.key + " is a semaphore's)");
       if (c.limit == 1) throw Error("Existing key does not match semaphore use (" + c.key + " is a lock's)");
-      throw Error(fmt::format("Semaphore limit conflict (lock: {}, local: {})", c.limit, my_limit));
+      throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", c.limit, my_limit));
     }
     ++p.ahead;
     p.predecessor = c;
