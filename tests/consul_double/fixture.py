@@ -33,10 +33,11 @@ class ConsulError(Exception):
         self.body = body
 
 
-def make_test_pki(directory, client=True):
+def make_test_pki(directory, client=True, server_usage="serverAuth"):
     """A throwaway CA, a server certificate for 127.0.0.1/localhost and, if asked, a client
     certificate, made with the openssl command. Returns their paths by name: ca, server_cert,
-    server_key and, with client, client_cert and client_key."""
+    server_key and, with client, client_cert and client_key. etcd's gateway dials its own gRPC
+    port with the server's certificate, which then needs "serverAuth,clientAuth"."""
     def path(name):
         return os.path.join(directory, name)
 
@@ -49,7 +50,7 @@ def make_test_pki(directory, client=True):
             "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     files = {"ca": path("ca.pem")}
-    leaves = [("server", "serverAuth", "subjectAltName=IP:127.0.0.1,DNS:localhost,"
+    leaves = [("server", server_usage, "subjectAltName=IP:127.0.0.1,DNS:localhost,"
                                        "DNS:server.dc1.consul")]
     if client:
         leaves.append(("client", "clientAuth", "subjectAltName=DNS:client.dc1.consul"))

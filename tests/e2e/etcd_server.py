@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -25,22 +26,32 @@ def free_port():
 
 
 class EtcdServer:
-    def __init__(self):
+    """With `pki` (paths of a CA, a server certificate and key, a client certificate and key, as
+    make_test_pki in tests/consul_double/fixture.py makes them), clients must use TLS and show a
+    certificate signed by that CA."""
+
+    def __init__(self, pki=None):
         self.dir = tempfile.mkdtemp(prefix="lock-etcd-")
         self.proc = None
         self.url = None
+        self.pki = pki
+        self.token = None  # once a test enables auth
+        self.context = None
+        if pki:
+            self.context = ssl.create_default_context(cafile=pki["ca"])
+            self.context.load_cert_chain(pki["client_cert"], pki["client_key"])
 
     def __enter__(self):
         for _ in range(5):  # a port picked as free may be taken before etcd binds it
             client, peer = free_port(), free_port()
-            self.url = f"http://127.0.0.1:{client}"
+            self.url = f"{'https' if self.pki else 'http'}://127.0.0.1:{client}"
             peer_url = f"http://127.0.0.1:{peer}"
             self.log = open(os.path.join(self.dir, "etcd.log"), "w")
             self.proc = subprocess.Popen(
                 [ETCD, "--name", "test", "--data-dir", os.path.join(self.dir, "data"),
                  "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                  "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                 "--initial-cluster", f"test={peer_url}"],
+                 "--initial-cluster", f"test={peer_url}", *self.tls_flags()],
                 stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
             if wait_for(lambda: self.proc.poll() is not None or self.healthy(), 30, "etcd to start") \
                     and self.proc.poll() is None:
@@ -60,17 +71,25 @@ class EtcdServer:
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def tls_flags(self):
+        if not self.pki:
+            return []
+        return ["--cert-file", self.pki["server_cert"], "--key-file", self.pki["server_key"],
+                "--trusted-ca-file", self.pki["ca"], "--client-cert-auth"]
+
     def healthy(self):
         try:
-            with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+            with urllib.request.urlopen(self.url + "/health", timeout=1, context=self.context) as r:
                 return json.load(r).get("health") == "true"
         except OSError:
             return False
 
-    def call(self, path, body):
+    def call(self, path, body, token=None):
         """One JSON gateway call, e.g. call("/v3/kv/range", {...})."""
         req = urllib.request.Request(self.url + path, json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
+        if token or self.token:
+            req.add_header("Authorization", token or self.token)
+        with urllib.request.urlopen(req, timeout=10, context=self.context) as r:
             return json.load(r)
 
     def keys(self, prefix=""):

@@ -2,8 +2,10 @@
 semaphore, loss of the lease, the lease-safe deadline, and nothing left behind."""
 
 import os
-import re
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 import unittest
 
@@ -261,6 +263,78 @@ class EtcdLossTest(EtcdTestCase):
                            timeout=30, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(time.monotonic(), dead)
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double"))
+from fixture import make_test_pki  # noqa: E402
+
+
+class EtcdTlsTest(EtcdTestCase):
+    """etcd that requires TLS with client certificates from a CA made here."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki_dir = tempfile.mkdtemp(prefix="lock-etcd-pki-")
+        cls.pki = make_test_pki(cls.pki_dir, server_usage="serverAuth,clientAuth")
+        cls.etcd = EtcdServer(cls.pki).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.pki_dir, ignore_errors=True)
+
+    def tls_flags(self):
+        return ["-ca-file", self.pki["ca"], "-client-cert", self.pki["client_cert"],
+                "-client-key", self.pki["client_key"]]
+
+    def test_flags_or_etcdctls_variables(self):
+        r = self.run_lock(*self.tls_flags(), self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        env = dict(self.env, ETCDCTL_CACERT=self.pki["ca"], ETCDCTL_CERT=self.pki["client_cert"],
+                   ETCDCTL_KEY=self.pki["client_key"])
+        r = self.run_lock(self.prefix, "true", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assert_nothing_left()
+
+    def test_no_client_certificate_is_refused(self):
+        r = self.run_lock("-ca-file", self.pki["ca"], self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot reach etcd", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_server_name_is_checked_against_the_certificate(self):
+        r = self.run_lock(*self.tls_flags(), "-tls-server-name", "server.dc1.consul", self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = self.run_lock(*self.tls_flags(), "-tls-server-name", "elsewhere.example", self.prefix,
+                          "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+
+class EtcdAuthTest(EtcdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for path, body in (("/v3/auth/role/add", {"name": "root"}),
+                           ("/v3/auth/user/add", {"name": "root", "password": "s3cret"}),
+                           ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+                           ("/v3/auth/enable", {})):
+            cls.etcd.call(path, body)
+        cls.etcd.token = cls.etcd.call("/v3/auth/authenticate",
+                                       {"name": "root", "password": "s3cret"})["token"]
+
+    def test_user_and_password_from_etcdctl_user(self):
+        r = self.run_lock(self.prefix, 'echo "$LOCK_KEY" > ' + self.path("key"),
+                          env=dict(self.env, ETCDCTL_USER="root:s3cret"))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(read_file(self.path("key")).startswith(self.prefix + "/"))
+
+    def test_wrong_password_is_an_error(self):
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"),
+                          env=dict(self.env, ETCDCTL_USER="root", ETCDCTL_PASSWORD="wrong"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("refused user 'root'", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
 
 
 if __name__ == "__main__":
