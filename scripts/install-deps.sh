@@ -8,6 +8,8 @@ packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev d
 packages="$packages etcd-server etcd-client"
 # The benchmark's peers (flock is in util-linux).
 packages="$packages parallel"
+# Building the Debian package and checking it as tests/packaging does.
+packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
 
 missing=""
 for p in $packages; do

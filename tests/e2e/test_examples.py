@@ -1,0 +1,307 @@
+"""The examples that ship in packaging/examples/ (and in /usr/share/doc/lock/examples/ of the
+package) run as they are written, and README.md and the manual page show them word for word.
+
+systemd does not run here, so the unit's ExecStart is run directly, as systemd would run it, with
+the built binary for /usr/bin/lock and a free port for %i; `systemd-analyze verify` checks the
+unit where it is installed. The crontab line's command runs with /bin/sh -c in cron's environment,
+with the built binary for /usr/bin/lock and a stand-in for the report job in $HOME/bin. Both use
+the test's private state directory (LOCK_STATE_DIR) instead of the user's default."""
+
+import http.client
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import LOCK, SLOW, LockTestCase, children_of, read_file, wait_for
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+EXAMPLES = os.path.join(ROOT, "packaging", "examples")
+UNIT = os.path.join(EXAMPLES, "web@.service")
+CRONTAB = os.path.join(EXAMPLES, "report.crontab")
+INSTALLED_LOCK = "/usr/bin/lock"
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def parse_unit(text):
+    """A systemd unit file as {section: {key: [values]}}: comments dropped, lines ending in a
+    backslash continued on the next (joined with a space, as systemd does)."""
+    sections, section, pending = {}, None, ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line[0] in "#;"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        if line.startswith("["):
+            section = sections.setdefault(line.strip("[]"), {})
+        else:
+            key, _, value = line.partition("=")
+            section.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def crontab_jobs(text):
+    """The (schedule, command) of each job line of a user's crontab."""
+    jobs = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or \
+                re.match(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=", line):
+            continue
+        fields = line.split(None, 5)
+        jobs.append((fields[:5], fields[5]))
+    return jobs
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving(port):
+    """True when something answers HTTP on 127.0.0.1:port, False when nothing listens."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/")
+        conn.getresponse().read()
+        return True
+    except ConnectionRefusedError:
+        return False
+    finally:
+        conn.close()
+
+
+def man_examples(source):
+    """The text of every .EX/.EE block of a man page, with roff escapes turned back into text."""
+    blocks = re.findall(r"^\.EX\n(.*?)^\.EE$", source, re.M | re.S)
+    unescape = [("\\-", "-"), ("\\e", "\\"), ("\\(aq", "'"), ("\\&", ""), ("\\(dq", '"')]
+    out = []
+    for block in blocks:
+        for escaped, plain in unescape:
+            block = block.replace(escaped, plain)
+        out.append(block)
+    return out
+
+
+def markdown_blocks(source):
+    return [m.group(1) for m in re.finditer(r"^```[a-z]*\n(.*?)^```$", source, re.M | re.S)]
+
+
+class DocumentedTest(unittest.TestCase):
+    """README.md and man/lock.1 show each example file exactly."""
+
+    def check_shown(self, path):
+        text = read(path)
+        self.assertIn(text, markdown_blocks(read(os.path.join(ROOT, "README.md"))),
+                      f"README.md does not show {os.path.relpath(path, ROOT)} as it is")
+        self.assertIn(text, man_examples(read(os.path.join(ROOT, "man", "lock.1"))),
+                      f"man/lock.1 does not show {os.path.relpath(path, ROOT)} as it is")
+
+    def test_unit(self):
+        self.check_shown(UNIT)
+
+    def test_crontab(self):
+        self.check_shown(CRONTAB)
+
+
+class SystemdUnitTest(LockTestCase):
+    """Three instances of web@.service: exactly two serve at once, and when one's server dies the
+    third takes over."""
+
+    def setUp(self):
+        super().setUp()
+        self.unit = parse_unit(read(UNIT))
+        self.service = self.unit["Service"]
+
+    def exec_start(self, instance):
+        """The unit's ExecStart for an instance, as systemd would run it here: %i replaced, the
+        words split, the built lock for /usr/bin/lock."""
+        (line,) = self.service["ExecStart"]
+        self.assertNotRegex(line, r"^[-@:+!]", "a special executable prefix the test ignores")
+        line = line.replace("%i", str(instance))
+        self.assertNotRegex(line.replace("%%", ""), r"%", "a specifier the test does not expand")
+        argv = shlex.split(line.replace("%%", "%"))
+        self.assertEqual(argv[0], INSTALLED_LOCK)
+        return argv[1:]
+
+    def start(self, port):
+        log = open(self.path(f"web@{port}.log"), "a")
+        self.addCleanup(log.close)
+        return self.start_lock(*self.exec_start(port), stdout=log, stderr=subprocess.STDOUT)
+
+    def status(self):
+        r = self.run_lock("-status", "-json", "service/web")
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        s = json.loads(r.stdout)
+        return sorted(h["pid"] for h in s["holders"]), sorted(w["pid"] for w in s["waiters"])
+
+    def wait_status(self, holders, waiters, what):
+        want = (sorted(p.pid for p in holders), sorted(p.pid for p in waiters))
+        wait_for(lambda: self.status() == want, what=what)
+
+    def server_of(self, instance):
+        """The pid of the server an instance's lock runs (its one child running python)."""
+        def find():
+            servers = [p for p in children_of(instance.pid) if b"http.server" in read_cmdline(p)]
+            return servers[0] if servers else None
+        return wait_for(find, what="the server to start")
+
+    def assert_serving(self, ports, up):
+        """Exactly the instances in `up` answer on their ports (those that hold wait until their
+        server is listening)."""
+        for port in up:
+            wait_for(lambda: serving(port), what=f"the server on port {port}")
+        for port in set(ports) - set(up):
+            self.assertFalse(serving(port), f"port {port} serves, but its instance should wait")
+
+    def test_two_of_three_serve_and_the_third_takes_over(self):
+        self.assertEqual(self.service.get("KillMode"), ["mixed"])
+        self.assertEqual(self.service.get("Restart"), ["always"])
+        success = self.service.get("SuccessExitStatus", [""])[0].split()
+        ports = [free_port() for _ in range(3)]
+        a = self.start(ports[0])
+        self.wait_status([a], [], "the first instance to hold")
+        b = self.start(ports[1])
+        self.wait_status([a, b], [], "the second instance to hold")
+        c = self.start(ports[2])
+        self.wait_status([a, b], [c], "the third instance to wait")
+        self.assert_serving(ports, ports[:2])
+        self.assertFalse([p for p in children_of(c.pid) if b"http.server" in read_cmdline(p)])
+
+        # The first server dies: its lock exits with the server's status (128+9), which systemd
+        # would see, and the waiting instance's server starts.
+        os.kill(self.server_of(a), signal.SIGKILL)
+        code, _, _ = self.finish(a)
+        self.assertEqual(code, 128 + signal.SIGKILL)
+        self.wait_status([b, c], [], "the third instance to take over")
+        self.assert_serving(ports, ports[1:])
+
+        # Restart=always starts the first instance again: now it is the one that waits.
+        a = self.start(ports[0])
+        self.wait_status([b, c], [a], "the restarted instance to wait")
+        self.assert_serving(ports, ports[1:])
+
+        # systemctl stop with KillMode=mixed: SIGTERM to lock alone. A holder passes it on and
+        # exits with its server's status, which SuccessExitStatus counts as success; the waiting
+        # one gives up with status 1.
+        for p in (a, b, c):
+            p.send_signal(signal.SIGTERM)
+        codes = [self.finish(p)[0] for p in (a, b, c)]
+        self.assertEqual(codes[0], 1)
+        self.assertEqual(codes[1:], [128 + signal.SIGTERM] * 2)
+        self.assertIn(str(128 + signal.SIGTERM), success)
+        self.assertEqual(self.prefixes_left(), [])
+
+    def test_systemd_analyze_verify(self):
+        analyze = shutil.which("systemd-analyze")
+        if not analyze:
+            self.skipTest("systemd-analyze is not installed")
+        units = self.path("units")
+        os.makedirs(units)
+        with open(os.path.join(units, "web@.service"), "w") as f:
+            # verify checks that the command exists: point it at the built binary.
+            f.write(read(UNIT).replace(INSTALLED_LOCK, os.path.abspath(LOCK)))
+        r = subprocess.run([analyze, "verify", os.path.join(units, f"web@{free_port()}.service")],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+
+
+def read_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+# The stand-in for the user's report job: says when it starts and ends, and runs until told to.
+REPORT = """#!/bin/sh
+echo "started $$" >> "$HOME/runs"
+while [ ! -e "$HOME/finish" ]; do sleep 0.01; done
+echo "ended $$" >> "$HOME/runs"
+"""
+
+
+class CrontabTest(LockTestCase):
+    """The crontab line's command, started again while the previous run still goes, skips its
+    run: it gives up after its -timeout with status 1 and says why in the log."""
+
+    def setUp(self):
+        super().setUp()
+        (self.schedule, command), = crontab_jobs(read(CRONTAB))
+        self.assertNotIn("%", command, "cron would turn % into a newline")
+        self.assertTrue(command.startswith(INSTALLED_LOCK + " "), command)
+        self.command = os.path.abspath(LOCK) + command[len(INSTALLED_LOCK):]
+        self.home = self.path("home")
+        os.makedirs(os.path.join(self.home, "bin"))
+        report = os.path.join(self.home, "bin", "report")
+        with open(report, "w") as f:
+            f.write(REPORT)
+        os.chmod(report, 0o755)
+        # What cron gives a job, plus the test's state directory (and the sanitizers' options).
+        self.cron_env = {"HOME": self.home, "LOGNAME": "root", "SHELL": "/bin/sh",
+                         "PATH": "/usr/bin:/bin", "LOCK_STATE_DIR": self.state}
+        if "ASAN_OPTIONS" in self.env:
+            self.cron_env["ASAN_OPTIONS"] = self.env["ASAN_OPTIONS"]
+
+    def cron_run(self):
+        p = subprocess.Popen(["/bin/sh", "-c", self.command], env=self.cron_env, cwd=self.home,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def runs(self):
+        return read_file(os.path.join(self.home, "runs")).split()[::2]
+
+    def log(self):
+        return read_file(os.path.join(self.home, "report.log"))
+
+    def test_an_overlapping_run_is_skipped(self):
+        self.assertEqual(len(self.schedule), 5)
+        timeout = float(re.search(r"-timeout[= ](\d+)s\b", self.command).group(1))
+
+        first = self.cron_run()
+        wait_for(lambda: self.runs() == ["started"], what="the first report to start")
+
+        started = time.monotonic()
+        second = self.cron_run()
+        out, err = second.communicate(timeout=30 * SLOW)
+        elapsed = time.monotonic() - started
+        self.assertEqual((second.returncode, out, err), (1, "", ""))
+        self.assertGreaterEqual(elapsed, timeout)
+        self.assertLess(elapsed, timeout + 5 * SLOW)
+        self.assertEqual(self.runs(), ["started"], "the second run started a report")
+        self.assertRegex(self.log(), r"^lock: timed out waiting for prefix 'cron/report'; "
+                                     r"held by pid \d+ ")
+
+        with open(os.path.join(self.home, "finish"), "w"):
+            pass
+        out, err = first.communicate(timeout=30 * SLOW)
+        self.assertEqual((first.returncode, out, err), (0, "", ""))
+        self.assertEqual(self.runs(), ["started", "ended"])
+
+        # The next run, with nothing left over, does its work.
+        later = self.cron_run()
+        out, err = later.communicate(timeout=30 * SLOW)
+        self.assertEqual((later.returncode, out, err), (0, "", ""))
+        self.assertEqual(self.runs(), ["started", "ended"] * 2)
+        self.assertEqual(len(self.log().splitlines()), 1, self.log())
+        self.assertEqual(self.prefixes_left(), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
