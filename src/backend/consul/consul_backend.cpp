@@ -68,9 +68,10 @@ PrefixStatus ConsulBackend::status(const std::string& prefix) {
 std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline deadline,
                                              const Interrupt& interrupt) {
   bool is_lock = spec.limit == 1;
-  // For a lock, nobody can take the key before the session's TTL and then the lock-delay pass.
-  std::chrono::nanoseconds safe = config_.ttl + (is_lock ? config_.lock_delay : std::chrono::nanoseconds(0));
-  LeaseTiming timing{safe, config_.ttl / 2, config_.kill_after, config_.monitor_retry};
+  // Consul's lock-delay would keep others off a lock's key a while longer after the session
+  // ends, but it lives in each server's memory and does not survive a restart: the child's time
+  // is counted from the TTL alone.
+  LeaseTiming timing{config_.ttl, config_.ttl / 2, config_.kill_after, config_.monitor_retry};
   json request = {{"Name", spec.session_name},
                   {"TTL", format_go_duration(config_.ttl)},
                   {"LockDelay", format_go_duration(config_.lock_delay)},
