@@ -23,6 +23,10 @@ static std::string consul_token(const ApiOptions& api) {
   return token.empty() ? api.token : token;
 }
 
+static LeaseOptions lease_options(const Options& o) {
+  return {o.session_ttl, o.kill_after, o.monitor_retry, o.value};
+}
+
 static TlsOptions tls_options(const ApiOptions& api) {
   return {api.ca_file, api.ca_path, api.client_cert, api.client_key, api.tls_server_name,
           api.ssl_verify};
@@ -34,24 +38,14 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     return std::make_unique<LocalBackend>(o.state_dir, o.state_dir_is_default, o.status);
 #ifdef LOCK_WITH_NETWORK
   if (o.backend == "etcd") {
-    EtcdBackendConfig c;
-    c.client = {o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};
-    c.ttl = std::chrono::duration_cast<std::chrono::seconds>(o.session_ttl);
-    c.value = o.value;
-    c.kill_after = o.kill_after;
-    c.monitor_retry = o.monitor_retry;
-    return std::make_unique<EtcdBackend>(std::move(c));
+    EtcdConfig client{o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};
+    return std::make_unique<EtcdBackend>(EtcdBackendConfig{client, lease_options(o)});
   }
   if (o.backend == "consul") {
-    ConsulBackendConfig c;
-    c.client = {o.api.http_addr.empty() ? "127.0.0.1:8500" : o.api.http_addr, tls_options(o.api),
-                o.api.ssl, consul_token(o.api), o.api.datacenter, o.api.stale};
-    c.ttl = o.session_ttl;
-    c.lock_delay = o.lock_delay;
-    c.value = o.value;
-    c.kill_after = o.kill_after;
-    c.monitor_retry = o.monitor_retry;
-    return std::make_unique<ConsulBackend>(std::move(c));
+    ConsulConfig client{o.api.http_addr.empty() ? "127.0.0.1:8500" : o.api.http_addr,
+                        tls_options(o.api), o.api.ssl, consul_token(o.api), o.api.datacenter,
+                        o.api.stale};
+    return std::make_unique<ConsulBackend>(ConsulBackendConfig{client, lease_options(o), o.lock_delay});
   }
 #endif
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +

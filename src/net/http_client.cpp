@@ -87,7 +87,8 @@ std::string connect_to(const Endpoint& e, std::string& base_url) {
 HttpClient::HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   global_init();
   curl_ = curl_easy_init();
-  if (!curl_) throw Error("cannot initialise libcurl");
+  multi_ = curl_multi_init();  // it keeps the connection from one request to the next
+  if (!curl_ || !multi_) throw Error("cannot initialise libcurl");
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // we run threads and own every signal
   curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cloexec);
@@ -113,6 +114,7 @@ HttpClient::HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
 }
 
 HttpClient::~HttpClient() {
+  curl_multi_cleanup(static_cast<CURLM*>(multi_));
   curl_easy_cleanup(static_cast<CURL*>(curl_));
   curl_slist_free_all(header_list_);
   curl_slist_free_all(connect_to_);
@@ -138,20 +140,7 @@ void HttpClient::prepare(const std::string& method, const std::string& path,
 HttpResponse HttpClient::request(const std::string& method, const std::string& path,
                                  const std::string& body, std::chrono::milliseconds timeout,
                                  const std::vector<std::string>& headers) {
-  CURL* c = static_cast<CURL*>(curl_);
-  prepare(method, path, body, headers);
-  HttpResponse response;
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long>(timeout.count(), 1)));
-  CURLcode rc = curl_easy_perform(c);
-  if (rc != CURLE_OK)
-    throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
-  return response;
+  return *request_until(method, path, body, timeout, headers, {}, [] { return true; });
 }
 
 // Runs the prepared transfer through the multi interface, so that the wait for data also wakes
@@ -159,27 +148,26 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& p
 int HttpClient::run_multi(const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
                           bool& stopped) {
   CURL* c = static_cast<CURL*>(curl_);
-  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), curl_multi_cleanup);
-  if (!multi) throw Error("cannot initialise libcurl");
-  curl_multi_add_handle(multi.get(), c);
+  CURLM* multi = static_cast<CURLM*>(multi_);
+  curl_multi_add_handle(multi, c);
   std::vector<curl_waitfd> extra;
   for (int fd : wake_fds) extra.push_back({fd, CURL_WAIT_POLLIN, 0});
   CURLcode rc = CURLE_OK;
   for (int running = 1; running;) {
-    curl_multi_perform(multi.get(), &running);
+    curl_multi_perform(multi, &running);
     if (!running) break;
     int ready = 0;
     for (auto& w : extra) w.revents = 0;
-    curl_multi_poll(multi.get(), extra.data(), static_cast<unsigned>(extra.size()), 1000, &ready);
+    curl_multi_poll(multi, extra.data(), static_cast<unsigned>(extra.size()), 1000, &ready);
     if (!keep_going()) {
       stopped = true;
       break;
     }
   }
   int queued = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi.get(), &queued))
+  while (CURLMsg* msg = curl_multi_info_read(multi, &queued))
     if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
-  curl_multi_remove_handle(multi.get(), c);
+  curl_multi_remove_handle(multi, c);
   return rc;
 }
 

@@ -83,7 +83,8 @@ class HttpClient {
                const std::vector<std::string>& headers);
 
   Endpoint endpoint_;
-  void* curl_;  // CURL*
+  void* curl_;   // CURL*
+  void* multi_;  // CURLM*: every transfer runs through it, so that waits can wake on our fds
   ::curl_slist* header_list_ = nullptr;
   ::curl_slist* connect_to_ = nullptr;
 };

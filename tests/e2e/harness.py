@@ -47,6 +47,20 @@ def read_file(path):
         return ""
 
 
+def max_overlap(log_path):
+    """The most children a log of "enter ID" / "exit ID" lines shows inside at once; fails on a
+    malformed log."""
+    inside, most = set(), 0
+    for line in read_file(log_path).splitlines():
+        event, who = line.split()
+        if event == "enter":
+            inside.add(who)
+        else:
+            inside.remove(who)
+        most = max(most, len(inside))
+    return most
+
+
 def prefixes_left(state):
     """What is left in a state directory besides its fencing counter, which stays for good."""
     return sorted(f for f in os.listdir(state) if f != "@fence") if os.path.isdir(state) else []

@@ -10,23 +10,10 @@ import time
 import unittest
 
 from etcd_server import EtcdServer
-from harness import LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
+from harness import LOCK, SLOW, LockTestCase, max_overlap, pid_alive, read_file, wait_for
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
 LOGGED = 'echo "enter $ID" >> "$LOG"; echo "exit $ID" >> "$LOG"'
-
-
-def max_overlap(log_path):
-    """The most children the log shows inside at once; fails on a malformed log."""
-    inside, most = set(), 0
-    for line in read_file(log_path).splitlines():
-        event, who = line.split()
-        if event == "enter":
-            inside.add(who)
-        else:
-            inside.remove(who)
-        most = max(most, len(inside))
-    return most
 
 
 class EtcdTestCase(LockTestCase):

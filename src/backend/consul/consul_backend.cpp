@@ -71,15 +71,15 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
   // Consul's lock-delay would keep others off a lock's key a while longer after the session
   // ends, but it lives in each server's memory and does not survive a restart: the child's time
   // is counted from the TTL alone.
-  LeaseTiming timing{config_.ttl, config_.ttl / 2, config_.kill_after, config_.monitor_retry};
+  LeaseTiming timing = config_.session.timing(2);
   json request = {{"Name", spec.session_name},
-                  {"TTL", format_go_duration(config_.ttl)},
+                  {"TTL", format_go_duration(config_.session.ttl)},
                   {"LockDelay", format_go_duration(config_.lock_delay)},
                   {"Behavior", is_lock ? "release" : "delete"}};
   auto session = std::make_unique<ConsulSession>(config_.client, request, timing);
   const std::string& id = session->id();
   ConsulClient client(config_.client);
-  std::string value = config_.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json());
+  std::string value = config_.session.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json());
 
   LeaseKeeper& keeper = session->keeper();
   Why why = Why::none;
@@ -142,7 +142,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
     verbose("acquired {} (LockIndex {}) with session {}", key, held.pairs[0].lock_index, id);
     return std::make_unique<ConsulHold>(
         config_.client, std::move(session),
-        ConsulHoldSpec{spec.prefix, 1, key, held.pairs[0].lock_index, config_.monitor_retry});
+        ConsulHoldSpec{spec.prefix, 1, key, held.pairs[0].lock_index, config_.session.monitor_retry});
   }
 
   std::string contender = spec.prefix + "/" + id;
@@ -178,7 +178,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
             s.limit, id);
     return std::make_unique<ConsulHold>(
         config_.client, std::move(session),
-        ConsulHoldSpec{spec.prefix, spec.limit, contender, token, config_.monitor_retry});
+        ConsulHoldSpec{spec.prefix, spec.limit, contender, token, config_.session.monitor_retry});
   }
 }
 

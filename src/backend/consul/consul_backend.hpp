@@ -6,16 +6,14 @@
 
 #include "backend/backend.hpp"
 #include "backend/consul/consul_client.hpp"
+#include "backend/lease/lease_keeper.hpp"
 
 namespace lk {
 
 struct ConsulBackendConfig {
   ConsulConfig client;
-  std::chrono::nanoseconds ttl{std::chrono::seconds(15)};
+  LeaseOptions session;
   std::chrono::nanoseconds lock_delay{std::chrono::seconds(15)};
-  std::optional<std::string> value;  // stored with the hold; a holder record when not given
-  std::chrono::nanoseconds kill_after{std::chrono::seconds(5)};
-  int monitor_retry = 3;
 };
 
 class ConsulBackend : public Backend {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "backend/lease/leased_hold.hpp"
 #include "backend/consul/consul_session.hpp"
 #include "util/unique_fd.hpp"
 
@@ -18,20 +19,16 @@ struct ConsulHoldSpec {
   int monitor_retry = 3;
 };
 
-class ConsulHold : public Hold {
+class ConsulHold : public LeasedHold {
  public:
   ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session, ConsulHoldSpec spec);
   ~ConsulHold() override;
 
-  int loss_fd() const override { return session_->keeper().loss_fd(); }
-  std::optional<std::string> check_loss() override { return session_->keeper().reason(); }
-  Deadline stop_by() const override { return session_->keeper().stop_by(); }
-  Deadline dead_by() const override { return session_->keeper().dead_by(); }
   EnvVars child_env() const override;
-  std::vector<int> child_fds() const override { return {}; }
   void release() override;
 
  private:
+  LeaseKeeper& keeper() const override { return session_->keeper(); }
   void monitor();
   std::optional<std::string> still_held(ConsulClient& client, std::uint64_t& index);
   void stop_monitor();

@@ -140,8 +140,7 @@ std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadli
 
 std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline deadline,
                                                   const Interrupt& interrupt) {
-  std::chrono::nanoseconds ttl = config_.ttl;
-  LeaseTiming timing{ttl, ttl / 3, config_.kill_after, config_.monitor_retry};
+  LeaseTiming timing = config_.lease.timing(3);
   // -timeout bounds the whole wait, the requests before it included.
   auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
   auto lease = std::make_unique<EtcdLease>(config_.client, timing, budget());
@@ -149,7 +148,7 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
 
   HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
-               config_.value.value_or(record.to_json())};
+               config_.lease.value.value_or(record.to_json())};
   // As etcd's mutex does: put only if absent, else read. A put that timed out may still have
   // been applied; its retry then finds our key and its revision instead of queueing twice.
   json kv = {{"key", base64_encode(me.key)},

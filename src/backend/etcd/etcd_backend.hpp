@@ -11,10 +11,7 @@ namespace lk {
 
 struct EtcdBackendConfig {
   EtcdConfig client;
-  std::chrono::seconds ttl{10};      // etcdctl's default
-  std::optional<std::string> value;  // stored in our key; a holder record when not given
-  std::chrono::nanoseconds kill_after{std::chrono::seconds(5)};
-  int monitor_retry = 3;
+  LeaseOptions lease;  // the TTL in whole seconds, as etcd grants them
 };
 
 class EtcdBackend : public Backend {

@@ -5,27 +5,24 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "backend/lease/leased_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_queue.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
 
-class EtcdHold : public Hold {
+class EtcdHold : public LeasedHold {
  public:
   EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, Contender me,
            std::string prefix);
   ~EtcdHold() override;
 
-  int loss_fd() const override { return lease_->keeper().loss_fd(); }
-  std::optional<std::string> check_loss() override { return lease_->keeper().reason(); }
-  Deadline stop_by() const override { return lease_->keeper().stop_by(); }
-  Deadline dead_by() const override { return lease_->keeper().dead_by(); }
   EnvVars child_env() const override;
-  std::vector<int> child_fds() const override { return {}; }
   void release() override;
 
  private:
+  LeaseKeeper& keeper() const override { return lease_->keeper(); }
   void watch_own_key();
   void stop_watch();
 

@@ -41,6 +41,18 @@ struct LeaseTiming {
   std::chrono::nanoseconds stop_after() const;
 };
 
+// What the command line tells every lease-backed hold.
+struct LeaseOptions {
+  std::chrono::nanoseconds ttl;
+  std::chrono::nanoseconds kill_after;  // the grace period the stop may take
+  int monitor_retry = 3;
+  std::optional<std::string> value;  // stored with the hold; a holder record when not given
+
+  LeaseTiming timing(int renewals_per_ttl) const {
+    return {ttl, ttl / renewals_per_ttl, kill_after, monitor_retry};
+  }
+};
+
 class LeaseKeeper {
  public:
   // `renew` sends one renewal and returns once it is acknowledged; it throws LeaseGone, or any
