@@ -249,6 +249,10 @@ class Listener:
                 client, _ = sock.accept()
             except OSError:
                 return
+            if client.family in (socket.AF_INET, socket.AF_INET6):
+                # Consul is written in Go, whose TCP connections have Nagle's algorithm off; with
+                # it on, a reply written in two pieces waits for the client's delayed ACK.
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client):
