@@ -485,6 +485,21 @@ class ConsulLossTest(ConsulTestCase):
                 self.assertIn("lock lost", err)
                 self.assert_nothing_left()
 
+    def test_lock_delay_after_a_lost_session_is_waited_out(self):
+        # The lost holder's lock-delay keeps .lock from everyone for 2 s; a newcomer's acquire
+        # fails although nobody holds the key, so it pauses (5 s, as api.Lock) and tries again.
+        holder = self.start_lock("-lock-delay", "2s", "-shell=false", self.prefix, "/bin/sh", "-c",
+                                 self.child_that_logs_term())
+        self.wait_file("pid", "\n")
+        self.consul.session_destroy(self.the_new_session())
+        self.assertEqual(self.finish(holder)[0], 1)
+        start = time.monotonic()
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertGreaterEqual(time.monotonic() - start, 2 - 0.5)  # the delay, less our own exit
+        self.assertTrue(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
     def test_5xx_shorter_than_the_retries_is_ridden_out(self):
         holder = self.start_lock("-monitor-retry", "3", "-shell=false", self.prefix, "/bin/sh",
                                  "-c", self.child_that_logs_term())
