@@ -1,10 +1,9 @@
 #include "backend/consul/consul_backend.hpp"
 
-#include <poll.h>
-
 #include "backend/consul/consul_hold.hpp"
 #include "backend/consul/consul_recipes.hpp"
 #include "backend/consul/consul_session.hpp"
+#include "backend/lease/lease_wait.hpp"
 #include "cli/duration.hpp"
 #include "util/log.hpp"
 
@@ -16,11 +15,6 @@ using nlohmann::json;
 // api.Lock's pause after a failed acquire of a free key: a lock-delay is in force.
 constexpr std::chrono::seconds kLockRetryTime{5};
 
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
   try {
     return HolderRecord::from_json(pair.value);
@@ -31,9 +25,6 @@ HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
     return r;
   }
 }
-
-// Why a wait ended early, if it did.
-enum class Why { none, timeout, interrupted, lost };
 
 }  // namespace
 
@@ -81,16 +72,9 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
   ConsulClient client(config_.client);
   std::string value = config_.session.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json());
 
-  LeaseKeeper& keeper = session->keeper();
-  Why why = Why::none;
-  Wake wake{{interrupt.fd, keeper.loss_fd()}, [&] {
-              if (deadline.passed()) why = Why::timeout;
-              else if (keeper.reason()) why = Why::lost;
-              else if (readable(interrupt.fd) && interrupt.should_stop()) why = Why::interrupted;
-              return why == Why::none;
-            }};
-  auto stopped = [&] { return !wake.keep_going(); };
-  auto give_up = [&]() -> Error {
+  LeaseWait wait(deadline, interrupt, session->keeper());
+  Wake wake = wait.wake();
+  auto give_up = [&] {
     if (!is_lock) {
       try {
         leave_semaphore(client, spec.prefix, spec.limit, id);
@@ -98,23 +82,19 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
         // The session's destruction deletes our contender key all the same.
       }
     }
-    switch (why) {
-      case Why::timeout: return AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
-      case Why::interrupted: return Interrupted("interrupted while waiting for the lock");
-      default: return Error("lost our session while waiting: " + keeper.reason().value_or("?"));
-    }
+    wait.throw_why(spec.prefix);
   };
 
   if (is_lock) {
     std::string key = lock_key(spec.prefix);
     std::uint64_t index = 0;
     for (;;) {  // api.Lock.Lock
-      if (stopped()) throw give_up();
+      if (!wait.keep_going()) give_up();
       KvRead r;
       try {
         r = client.get(key, false, index, false, &wake);
       } catch (const WaitStopped&) {
-        throw give_up();
+        give_up();
       }
       const KvPair* pair = r.pairs.empty() ? nullptr : &r.pairs[0];
       if (pair) check_lock_flags(*pair);
@@ -130,9 +110,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
         continue;
       }
       verbose("{} is free but a lock-delay is in force; trying again in {}s", key, kLockRetryTime.count());
-      pollfd fds[] = {{interrupt.fd, POLLIN, 0}, {keeper.loss_fd(), POLLIN, 0}};
-      auto pause = std::min<std::chrono::milliseconds>(kLockRetryTime, deadline.left(kLockRetryTime));
-      poll(fds, 2, static_cast<int>(pause.count()));
+      wait.pause(kLockRetryTime);
       index = 0;
     }
     // The sequencer: the key, its LockIndex and our session.
@@ -150,12 +128,12 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
     throw Error("failed to make contender entry " + contender);
   std::uint64_t index = 0;
   for (;;) {  // api.Semaphore.Acquire
-    if (stopped()) throw give_up();
+    if (!wait.keep_going()) give_up();
     KvRead r;
     try {
       r = client.get(spec.prefix, true, index, false, &wake);
     } catch (const WaitStopped&) {
-      throw give_up();
+      give_up();
     }
     SemaphoreState s;
     try {

@@ -1,11 +1,9 @@
 #include "backend/etcd/etcd_backend.hpp"
 
-#include <poll.h>
-#include <sys/timerfd.h>
-
 #include "backend/etcd/etcd_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_queue.hpp"
+#include "backend/lease/lease_wait.hpp"
 #include "cli/duration.hpp"
 #include "net/base64.hpp"
 #include "util/log.hpp"
@@ -51,28 +49,9 @@ HolderRecord record_of(const std::string& prefix, const Contender& c) {
   return r;
 }
 
-// A timerfd that becomes readable at `deadline`, so that the watch wakes for it.
-UniqueFd timer_for(Deadline deadline) {
-  UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  if (!fd) throw sys_error("timerfd_create");
-  timespec left;
-  if (const timespec* t = deadline.remaining(left)) {
-    itimerspec spec{{0, 0}, *t};
-    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
-    timerfd_settime(fd.get(), 0, &spec, nullptr);
-  }
-  return fd;
-}
-
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 // One look at the queue: true when we hold; otherwise waits on one watch until something that
 // may let us in happens (or `keep_waiting` says stop), and returns false to look again.
-bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me,
-               const std::function<bool()>& keep_waiting, const std::vector<int>& wake_fds) {
+bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait) {
   Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled());
   if (q.contenders.empty() || q.contenders.back().key != me.key)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
@@ -96,6 +75,7 @@ bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me,
           head ? "first in line, so any holder's release lets us in"
                : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
   bool changed = false;
+  Wake wake = wait.wake();
   client.watch(watch, [&](const json& result) {
     for (const json& event : result.value("events", json::array())) {
       bool deleted = event.value("type", "PUT") == "DELETE";
@@ -109,7 +89,7 @@ bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me,
     if (auto why = cancel_reason(result)) throw EtcdError("etcd ended our watch: " + *why, 0);
     changed = result.value("canceled", false);  // compacted away: read the queue again
     return !changed;
-  }, wake_fds, keep_waiting);
+  }, wake.fds, wake.keep_going);
   return false;
 }
 
@@ -168,18 +148,10 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   }
   verbose("queued as {} (revision {})", me.key, me.create_revision);
 
-  UniqueFd timer = timer_for(deadline);
-  LeaseKeeper& keeper = lease->keeper();
-  enum class Why { none, timeout, interrupted, lost } why = Why::none;
-  auto keep_waiting = [&] {
-    if (deadline.passed()) why = Why::timeout;
-    else if (keeper.reason()) why = Why::lost;
-    else if (readable(interrupt.fd) && interrupt.should_stop()) why = Why::interrupted;
-    return why == Why::none;
-  };
-  for (;;) {
+  LeaseWait wait(deadline, interrupt, lease->keeper());
+  while (wait.keep_going()) {
     try {
-      if (wait_turn(client, spec, me, keep_waiting, {timer.get(), interrupt.fd, keeper.loss_fd()})) {
+      if (wait_turn(client, spec, me, wait)) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
         if (spec.limit > 1) client.call("/v3/kv/put", kv);
         return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix);
@@ -187,18 +159,10 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
     } catch (const NetworkError& e) {
       // The lease lives on while the keeper can renew it; the queue is read again once etcd answers.
       verbose("{}; trying again in 1s", e.what());
-      pollfd fds[] = {{timer.get(), POLLIN, 0}, {interrupt.fd, POLLIN, 0}, {keeper.loss_fd(), POLLIN, 0}};
-      poll(fds, 3, 1000);  // negative descriptors are skipped
-      keep_waiting();
-    }
-    switch (why) {
-      case Why::timeout:
-        throw AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
-      case Why::interrupted: throw Interrupted("interrupted while waiting for the lock");
-      case Why::lost: throw Error("lost our place in the queue: " + *keeper.reason());
-      case Why::none: break;
+      wait.pause(std::chrono::seconds(1));
     }
   }
+  wait.throw_why(spec.prefix);
 }
 
 }  // namespace lk

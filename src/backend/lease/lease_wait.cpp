@@ -1,0 +1,55 @@
+#include "backend/lease/lease_wait.hpp"
+
+#include <poll.h>
+#include <sys/timerfd.h>
+
+namespace lk {
+namespace {
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+}  // namespace
+
+LeaseWait::LeaseWait(Deadline deadline, const Interrupt& interrupt, LeaseKeeper& keeper)
+    : deadline_(deadline),
+      interrupt_(interrupt),
+      keeper_(keeper),
+      timer_(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
+  if (!timer_) throw sys_error("timerfd_create");
+  timespec left;
+  if (const timespec* t = deadline.remaining(left)) {
+    itimerspec spec{{0, 0}, *t};
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+    timerfd_settime(timer_.get(), 0, &spec, nullptr);
+  }
+}
+
+bool LeaseWait::keep_going() {
+  if (why_ != Why::none) return false;
+  if (deadline_.passed()) why_ = Why::timeout;
+  else if (keeper_.reason()) why_ = Why::lost;
+  else if (readable(interrupt_.fd) && interrupt_.should_stop()) why_ = Why::interrupted;
+  return why_ == Why::none;
+}
+
+Wake LeaseWait::wake() {
+  return {{timer_.get(), interrupt_.fd, keeper_.loss_fd()}, [this] { return keep_going(); }};
+}
+
+void LeaseWait::pause(std::chrono::milliseconds pause) {
+  pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0}};
+  poll(fds, 3, static_cast<int>(pause.count()));  // negative descriptors are skipped
+}
+
+void LeaseWait::throw_why(const std::string& prefix) const {
+  switch (why_) {
+    case Why::timeout: throw AcquireTimeout("timed out waiting for prefix '" + prefix + "'");
+    case Why::interrupted: throw Interrupted("interrupted while waiting for the lock");
+    default: throw Error("lost our place in line: " + keeper_.reason().value_or("the lease ended"));
+  }
+}
+
+}  // namespace lk

@@ -1,0 +1,37 @@
+#pragma once
+// Waiting for a turn on a server, as both server backends do: until -timeout's deadline, a
+// signal that says stop, or the loss of the lease that carries our place in line. Long requests
+// (blocking queries, watches) wake on the same events through wake().
+#include <chrono>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/lease/lease_keeper.hpp"
+#include "net/http_client.hpp"
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+class LeaseWait {
+ public:
+  LeaseWait(Deadline deadline, const Interrupt& interrupt, LeaseKeeper& keeper);
+
+  // False once the wait is over, for whichever reason came first.
+  bool keep_going();
+  Wake wake();
+  // Sleeps for `pause`, or less when the wait is over meanwhile.
+  void pause(std::chrono::milliseconds pause);
+  // Throws what ended the wait: AcquireTimeout, Interrupted, or Error with the lease's loss.
+  [[noreturn]] void throw_why(const std::string& prefix) const;
+
+ private:
+  enum class Why { none, timeout, interrupted, lost };
+
+  Deadline deadline_;
+  const Interrupt& interrupt_;
+  LeaseKeeper& keeper_;
+  UniqueFd timer_;  // readable at the deadline
+  Why why_ = Why::none;
+};
+
+}  // namespace lk
