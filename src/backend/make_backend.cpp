@@ -24,7 +24,9 @@ static std::string consul_token(const ApiOptions& api) {
 }
 
 static LeaseOptions lease_options(const Options& o) {
-  return {o.session_ttl, o.kill_after, o.monitor_retry, o.value};
+  LeaseOptions lease{o.session_ttl, o.kill_after, o.monitor_retry, o.value};
+  if (!o.status) lease.timing();  // flags that leave no time to renew are refused before we connect
+  return lease;
 }
 
 static TlsOptions tls_options(const ApiOptions& api) {

@@ -22,24 +22,46 @@ curl_socket_t open_cloexec(void*, curlsocktype, curl_sockaddr* a) {
   return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
-size_t append_body(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
+struct BodyState {
+  std::string* body;
+  bool too_large = false;
+};
+
+size_t append_body(char* data, size_t size, size_t n, void* state) {
+  auto* s = static_cast<BodyState*>(state);
+  if (s->body->size() + size * n > kMaxReplyBody) {
+    s->too_large = true;
+    return 0;  // libcurl ends the transfer with a write error
+  }
+  s->body->append(data, size * n);
   return size * n;
 }
 
 // Without a header function, libcurl hands headers to the body's function.
 size_t discard(char*, size_t size, size_t n, void*) { return size * n; }
 
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
 size_t add_header(char* data, size_t size, size_t n, void* out) {
   std::string_view line(data, size * n);
+  auto* response = static_cast<HttpResponse*>(out);
+  // A new status line (after a 100 Continue, say) starts the headers over.
+  if (line.starts_with("HTTP/")) {
+    response->headers.clear();
+    auto code = line.find(' ');
+    auto reason = code == std::string_view::npos ? code : line.find(' ', code + 1);
+    response->reason = reason == std::string_view::npos ? "" : std::string(trim(line.substr(reason + 1)));
+    return size * n;
+  }
   auto colon = line.find(':');
   if (colon != std::string_view::npos) {
     std::string name(line.substr(0, colon));
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    auto value = line.substr(colon + 1);
-    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.remove_prefix(1);
-    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.remove_suffix(1);
-    static_cast<HttpResponse*>(out)->headers[name] = std::string(value);
+    response->headers[name] = std::string(trim(line.substr(colon + 1)));
   }
   return size * n;
 }
@@ -82,7 +104,41 @@ std::string connect_to(const Endpoint& e, std::string& base_url) {
   return rule;
 }
 
+// For HTTP/2, which sends no reason phrase, and servers that leave it out.
+std::string_view standard_reason(long status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "";
+  }
+}
+
 }  // namespace
+
+std::string HttpResponse::status_text() const {
+  std::string_view why = reason.empty() ? standard_reason(status) : std::string_view(reason);
+  return why.empty() ? std::to_string(status) : std::to_string(status) + " " + std::string(why);
+}
+
+std::optional<std::chrono::seconds> HttpResponse::retry_after() const {
+  auto it = headers.find("retry-after");
+  if (it == headers.end() || it->second.empty() || it->second.size() > 9) return std::nullopt;
+  long seconds = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '9') return std::nullopt;
+    seconds = seconds * 10 + (c - '0');
+  }
+  return std::chrono::seconds(seconds);
+}
 
 HttpClient::HttpClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   global_init();
@@ -178,8 +234,9 @@ std::optional<HttpResponse> HttpClient::request_until(
   CURL* c = static_cast<CURL*>(curl_);
   prepare(method, path, body, headers);
   HttpResponse response;
+  BodyState body_state{&response.body};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body_state);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, add_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
@@ -187,6 +244,9 @@ std::optional<HttpResponse> HttpClient::request_until(
   bool stopped = false;
   auto rc = static_cast<CURLcode>(run_multi(wake_fds, keep_going, stopped));
   if (stopped) return std::nullopt;
+  if (body_state.too_large)
+    throw ReplyTooLarge(endpoint_.base_url + ": the reply is larger than " +
+                        std::to_string(kMaxReplyBody >> 20) + " MiB");
   if (rc != CURLE_OK) throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   return response;

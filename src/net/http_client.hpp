@@ -29,12 +29,36 @@ struct Endpoint {
 
 struct HttpResponse {
   long status = 0;
+  std::string reason;  // the status line's reason phrase, when the server sent one
   std::string body;
   std::map<std::string, std::string> headers;  // names in lower case
+
+  // "503 Service Unavailable": the status as a user reads it.
+  std::string status_text() const;
+  // The server's Retry-After, when it is given in seconds (the date form is not honoured).
+  std::optional<std::chrono::seconds> retry_after() const;
 };
+
+// No reply body is worth more than this: Consul caps a value at 512 KB and etcd a request at
+// 1.5 MB, so anything past it is a server gone wrong, and must not grow the process without end.
+constexpr std::size_t kMaxReplyBody = 4 << 20;
 
 // The server could not be reached or did not answer in time: worth retrying.
 struct NetworkError : Error {
+  using Error::Error;
+};
+
+// The server answered with a 5xx: as worth retrying as no answer at all, but not the same thing
+// to a user ("503 Service Unavailable" is not "unreachable"). `retry_after` is the server's own
+// hint, honoured as far as the deadline at hand allows.
+struct ServerUnavailable : NetworkError {
+  ServerUnavailable(const std::string& what, std::optional<std::chrono::seconds> retry_after)
+      : NetworkError(what), retry_after(retry_after) {}
+  std::optional<std::chrono::seconds> retry_after;
+};
+
+// A reply whose body passed kMaxReplyBody; the transfer was cut there.
+struct ReplyTooLarge : Error {
   using Error::Error;
 };
 
@@ -52,7 +76,7 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   // Sends one request and returns whatever status came back; throws NetworkError when none did
-  // within `timeout`. Headers are "Name: value".
+  // within `timeout`, ReplyTooLarge past kMaxReplyBody. Headers are "Name: value".
   HttpResponse request(const std::string& method, const std::string& path, const std::string& body,
                        std::chrono::milliseconds timeout,
                        const std::vector<std::string>& headers = {});

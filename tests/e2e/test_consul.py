@@ -564,7 +564,7 @@ class ConsulLossTest(ConsulTestCase):
     def test_5xx_child_dead_before_the_session_can_expire_whatever_the_retries(self):
         ttl = 10
         holder = self.start_lock("-session-ttl", f"{ttl}s", "-monitor-retry", "1000",
-                                 "-kill-after", "60s", "-shell=false", self.prefix, "/bin/sh",
+                                 "-kill-after", "3s", "-shell=false", self.prefix, "/bin/sh",
                                  "-c", f"trap '' TERM; echo $$ > {self.path('pid')}; "
                                  "while :; do sleep 0.01; done")
         pid = int(self.wait_file("pid", "\n"))
@@ -587,7 +587,7 @@ class ConsulLossTest(ConsulTestCase):
 
     def test_partition_child_dead_before_the_session_can_expire(self):
         ttl = 10
-        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "60s", "-shell=false",
+        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "3s", "-shell=false",
                                  self.prefix, "/bin/sh", "-c",
                                  f"trap '' TERM; echo $$ > {self.path('pid')}; "
                                  "while :; do sleep 0.01; done")

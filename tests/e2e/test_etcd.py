@@ -227,7 +227,7 @@ class EtcdLossTest(EtcdTestCase):
 
     def test_paused_server_child_dead_before_the_lease_can_expire(self):
         ttl = 2
-        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "30s", "-shell=false",
+        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "1s", "-shell=false",
                                  self.prefix, "/bin/sh", "-c",
                                  f"trap '' TERM; echo $$ > {self.path('pid')}; while :; do sleep 0.01; done")
         pid = int(self.wait_file("pid"))

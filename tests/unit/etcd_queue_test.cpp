@@ -44,14 +44,3 @@ TEST_CASE("conflicts ahead use Consul's wording; conflicts behind are the newcom
                     "semaphore limit conflict (lock: 2, local: 3)");
   CHECK(position_in({at(3), at(5, 2)}, 3, 1).ahead == 0);
 }
-
-TEST_CASE("the stop starts one grace period before the lease-safe deadline, at most half-way") {
-  using namespace std::chrono_literals;
-  LeaseTiming t{10s, 10s / 3, 2s, 3};
-  CHECK(t.margin() == 1s);
-  CHECK(t.stop_after() == 7s);  // 10s - 1s margin - 2s grace
-  t.stop_grace = 30s;           // longer than half the lease: SIGKILL comes at the deadline
-  CHECK(t.stop_after() == 4500ms);
-  t.stop_grace = 0s;
-  CHECK(t.stop_after() == 9s);
-}

@@ -62,7 +62,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
   // Consul's lock-delay would keep others off a lock's key a while longer after the session
   // ends, but it lives in each server's memory and does not survive a restart: the child's time
   // is counted from the TTL alone.
-  LeaseTiming timing = config_.session.timing(2);
+  LeaseTiming timing = config_.session.timing();
   json request = {{"Name", spec.session_name},
                   {"TTL", format_go_duration(config_.session.ttl)},
                   {"LockDelay", format_go_duration(config_.lock_delay)},

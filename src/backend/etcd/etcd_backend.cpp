@@ -120,7 +120,7 @@ std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadli
 
 std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline deadline,
                                                   const Interrupt& interrupt) {
-  LeaseTiming timing = config_.lease.timing(3);
+  LeaseTiming timing = config_.lease.timing();
   // -timeout bounds the whole wait, the requests before it included.
   auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
   auto lease = std::make_unique<EtcdLease>(config_.client, timing, budget());

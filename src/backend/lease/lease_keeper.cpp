@@ -4,26 +4,28 @@
 #include <unistd.h>
 
 #include "cli/duration.hpp"
+#include "net/http_client.hpp"
 #include "util/log.hpp"
 
 namespace lk {
 
-using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
-nanoseconds LeaseTiming::stop_after() const {
-  nanoseconds safe = ttl - margin();
-  // A grace period longer than half the lease would start the stop before the first renewal
-  // could even fail; past that point the child gets SIGKILL at the deadline instead.
-  return safe - std::min(stop_grace, safe / 2);
+namespace {
+
+std::string go(Clock::duration d) {
+  return format_go_duration(std::max(nanoseconds(0), std::chrono::duration_cast<nanoseconds>(d)));
 }
 
+}  // namespace
+
 LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew)
-    : timing_(timing),
-      renew_(std::move(renew)),
+    : renew_(std::move(renew)),
       loss_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      last_ack_send_(granted_at) {
+      schedule_(timing, granted_at) {
   if (!loss_) throw sys_error("eventfd");
+  verbose("{}", timing.describe());
+  if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -45,12 +47,12 @@ std::optional<std::string> LeaseKeeper::reason() const {
 
 Deadline LeaseKeeper::stop_by() const {
   std::lock_guard lock(mutex_);
-  return Deadline(last_ack_send_ + timing_.stop_after());
+  return Deadline(schedule_.stop_at());
 }
 
 Deadline LeaseKeeper::dead_by() const {
   std::lock_guard lock(mutex_);
-  return Deadline(last_ack_send_ + timing_.ttl - timing_.margin());
+  return Deadline(schedule_.dead_by());
 }
 
 void LeaseKeeper::lose(const std::string& why) {
@@ -66,51 +68,48 @@ void LeaseKeeper::lose(const std::string& why) {
 
 void LeaseKeeper::run() {
   std::unique_lock lock(mutex_);
-  int failures = 0;
   std::string last_error;
-  Clock::time_point next = last_ack_send_ + timing_.renew_every;
   while (!stopping_ && !reason_) {
-    Clock::time_point stop_at = last_ack_send_ + timing_.stop_after();
-    wake_.wait_until(lock, std::min(next, stop_at), [&] { return stopping_ || reason_; });
+    wake_.wait_until(lock, std::min(schedule_.next_attempt(), schedule_.stop_at()),
+                     [&] { return stopping_ || reason_; });
     if (stopping_ || reason_) break;
     auto now = Clock::now();
-    if (now >= stop_at) {
-      auto left = last_ack_send_ + timing_.ttl - timing_.margin() - now;
+    if (now >= schedule_.stop_at()) {
+      auto why = fmt::format(
+          "the lease could not be renewed for {} ({} attempt(s) failed, the last with: {}); it "
+          "may expire {} from now",
+          go(now - schedule_.last_ack_send()), schedule_.failures(),
+          last_error.empty() ? "no answer in time" : last_error, go(schedule_.dead_by() - now));
       lock.unlock();
-      lose(fmt::format("the lease could not be renewed ({}); it may expire {} from now",
-                       last_error.empty() ? "no answer in time" : last_error,
-                       format_go_duration(std::max(nanoseconds(0), std::chrono::duration_cast<nanoseconds>(left)))));
-      lock.lock();
-      break;
+      lose(why);
+      return;
     }
-    if (now < next) continue;
-    auto request_timeout = std::chrono::duration_cast<milliseconds>(
-        std::max<nanoseconds>(stop_at - now, milliseconds(100)));
+    if (now < schedule_.next_attempt()) continue;
+    auto timeout = schedule_.attempt_timeout(now);
     lock.unlock();
+    std::optional<std::chrono::seconds> retry_after;
+    std::string error;
     try {
-      renew_(request_timeout);
-      lock.lock();
-      last_ack_send_ = now;
-      if (failures) verbose("renewed the lease after {} failed attempt(s)", failures);
-      failures = 0;
-      next = now + timing_.renew_every;
-      verbose("renewed the lease; it cannot expire before {} from now",
-              format_go_duration(timing_.ttl - timing_.margin()));
+      renew_(timeout);
     } catch (const LeaseGone& e) {
       lose(e.what());
-      lock.lock();
+      return;
+    } catch (const ServerUnavailable& e) {
+      error = e.what();
+      retry_after = e.retry_after;
     } catch (const std::exception& e) {  // a garbled answer is as good as none: retry
-      lock.lock();
-      last_error = e.what();
-      if (++failures > timing_.monitor_retry) {
-        lock.unlock();
-        lose(fmt::format("renewing the lease failed {} times: {}", failures, last_error));
-        lock.lock();
-        break;
-      }
-      verbose("renewing the lease failed ({}); retrying in 1s", last_error);
-      next = Clock::now() + std::chrono::seconds(1);
+      error = e.what();
     }
+    lock.lock();
+    if (error.empty()) {
+      if (schedule_.failures()) verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
+      schedule_.succeeded(now);
+      continue;
+    }
+    last_error = error;
+    schedule_.failed(now, Clock::now(), retry_after);
+    verbose("renewing the lease failed ({}); retrying in {}; the stop begins in {} without a renewal",
+            error, go(schedule_.next_attempt() - Clock::now()), go(schedule_.stop_at() - Clock::now()));
   }
 }
 

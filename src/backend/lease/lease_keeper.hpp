@@ -1,15 +1,7 @@
 #pragma once
 // Keeps a server-side lease (a Consul session, an etcd lease) alive from a thread of its own, and
-// decides when the hold must count as lost. The rule that makes a network lock safe:
-//
-//   The server cannot expire the lease before TTL has passed since it received our last
-//   acknowledged renewal, which was after we sent it. So, measured on our monotonic clock,
-//       lease-safe deadline = send time of the last acknowledged renewal + TTL - margin
-//   (the margin covers the two clocks running at slightly different rates). The child tree must
-//   be dead by then: the stop starts one grace period earlier and SIGKILL comes at the deadline.
-//
-// Renewals that fail are retried 1 s apart, -monitor-retry times, but never past the point
-// where the stop must start. A server saying the lease is gone is a loss at once.
+// decides when the hold must count as lost: when the stop must begin by the rule and budget of
+// lease_budget.hpp, or at once when the server says the lease is gone.
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -18,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/lease/lease_budget.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
@@ -29,18 +22,6 @@ struct LeaseGone : Error {
   using Error::Error;
 };
 
-struct LeaseTiming {
-  std::chrono::nanoseconds ttl;
-  std::chrono::nanoseconds renew_every;
-  std::chrono::nanoseconds stop_grace;  // how long stopping the child may take (-kill-after)
-  int monitor_retry = 3;
-
-  std::chrono::nanoseconds margin() const { return ttl / 10; }
-  // When to start stopping, counted from the last acknowledged send: late enough to let the
-  // retries run, early enough that the grace period ends at the deadline.
-  std::chrono::nanoseconds stop_after() const;
-};
-
 // What the command line tells every lease-backed hold.
 struct LeaseOptions {
   std::chrono::nanoseconds ttl;
@@ -48,15 +29,15 @@ struct LeaseOptions {
   int monitor_retry = 3;
   std::optional<std::string> value;  // stored with the hold; a holder record when not given
 
-  LeaseTiming timing(int renewals_per_ttl) const {
-    return {ttl, ttl / renewals_per_ttl, kill_after, monitor_retry};
-  }
+  // The budget these flags make; a UsageError naming them when they cannot keep its promise.
+  LeaseTiming timing() const { return LeaseTiming::plan(ttl, kill_after, monitor_retry); }
 };
 
 class LeaseKeeper {
  public:
   // `renew` sends one renewal and returns once it is acknowledged; it throws LeaseGone, or any
-  // other Error for a failure worth retrying. `granted_at` is when the lease's grant was sent.
+  // other exception for a failure worth retrying (a ServerUnavailable's Retry-After is honoured
+  // within the budget). `granted_at` is when the lease's grant was sent.
   // `request_timeout` bounds the wait for one renewal's answer.
   using Renew = std::function<void(std::chrono::milliseconds request_timeout)>;
   LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew);
@@ -76,13 +57,12 @@ class LeaseKeeper {
  private:
   void run();
 
-  LeaseTiming timing_;
   Renew renew_;
   UniqueFd loss_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  Clock::time_point last_ack_send_;
+  RenewalSchedule schedule_;
   std::optional<std::string> reason_;
   std::thread thread_;
 };

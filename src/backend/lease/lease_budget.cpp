@@ -1,0 +1,99 @@
+#include "backend/lease/lease_budget.hpp"
+
+#include <fmt/format.h>
+
+#include "cli/duration.hpp"
+#include "util/error.hpp"
+
+namespace lk {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+namespace {
+
+// Closer than this, retries would mostly measure the round trip, not ride anything out.
+constexpr nanoseconds kMinRetrySpacing = milliseconds(100);
+constexpr nanoseconds kRetrySpacing = std::chrono::seconds(1);
+
+std::string go(nanoseconds d) { return format_go_duration(d); }
+
+}  // namespace
+
+LeaseTiming LeaseTiming::plan(nanoseconds ttl, nanoseconds stop_grace, int monitor_retry) {
+  LeaseTiming t{ttl, ttl / 3, kRetrySpacing, stop_grace, monitor_retry};
+  nanoseconds budget = t.stop_after();
+  if (budget <= nanoseconds(0))
+    throw UsageError(fmt::format(
+        "-kill-after {} does not fit in -session-ttl {}: the child must be dead {} after the last "
+        "confirmed renewal (the TTL less a 10% margin), so its stop would begin before that "
+        "renewal; use a longer -session-ttl or a shorter -kill-after",
+        go(stop_grace), go(ttl), go(t.safe())));
+  // Room for the retries after a renewal falls due, and half a spacing for the last to finish.
+  nanoseconds retries = monitor_retry * kRetrySpacing + kRetrySpacing / 2;
+  t.renew_every = std::min(ttl / 3, budget - retries);
+  if (t.renew_every < kRetrySpacing / 2) {  // a short budget: retries closer together
+    t.retry_every = budget / (monitor_retry + 1);
+    t.renew_every = t.retry_every / 2;
+  }
+  if (t.retry_every < kMinRetrySpacing) {  // not all the retries fit: as many as do
+    t.retry_every = kMinRetrySpacing;
+    t.renew_every = t.retry_every / 2;
+    if (budget < t.renew_every + t.retry_every / 2)
+      throw UsageError(fmt::format(
+          "-session-ttl {} with -kill-after {} leaves {} between a renewal and the child's stop, "
+          "too little to renew in; use a longer -session-ttl or a shorter -kill-after",
+          go(ttl), go(stop_grace), go(budget)));
+  }
+  return t;
+}
+
+int LeaseTiming::guaranteed_retries() const {
+  return static_cast<int>((stop_after() - renew_every - retry_every / 2) / retry_every);
+}
+
+std::optional<std::string> LeaseTiming::shortfall() const {
+  if (guaranteed_retries() >= monitor_retry) return std::nullopt;
+  return fmt::format(
+      "-monitor-retry {} does not fit in the {} between a renewal and the child's stop "
+      "(-session-ttl {} less a 10% margin and -kill-after {}); {} retries, {} apart, do",
+      monitor_retry, go(stop_after()), go(ttl), go(stop_grace), guaranteed_retries(),
+      go(retry_every));
+}
+
+std::string LeaseTiming::describe() const {
+  return fmt::format(
+      "lease budget: TTL {}; renewing every {}; without a confirmed renewal the child's stop "
+      "begins {} after the last one (TTL less {} margin and {} -kill-after) and it is dead by {}; "
+      "failed renewals are retried every {} until then ({} retries guaranteed, -monitor-retry {})",
+      go(ttl), go(renew_every), go(stop_after()), go(margin()), go(stop_grace), go(safe()),
+      go(retry_every), guaranteed_retries(), monitor_retry);
+}
+
+RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at)
+    : timing_(timing), last_ack_send_(granted_at), next_(granted_at + timing.renew_every) {}
+
+milliseconds RenewalSchedule::attempt_timeout(Clock::time_point now) const {
+  auto until = std::min(now + timing_.retry_every, stop_at());
+  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(until - now));
+}
+
+void RenewalSchedule::succeeded(Clock::time_point sent_at) {
+  last_ack_send_ = std::max(last_ack_send_, sent_at);
+  failures_ = 0;
+  next_ = last_ack_send_ + timing_.renew_every;
+}
+
+void RenewalSchedule::failed(Clock::time_point started, Clock::time_point now,
+                             std::optional<std::chrono::seconds> retry_after) {
+  // The first retry goes at once: a connection the server closed while idle fails fast and a new
+  // one may well work. Later ones keep to the spacing the budget was planned with.
+  next_ = ++failures_ == 1 ? now : std::max(now, started + timing_.retry_every);
+  if (retry_after) {
+    // The server's hint, as far as the budget allows: the last attempt must still fit.
+    auto latest = stop_at() - timing_.retry_every / 2;
+    next_ = std::max(next_, std::min(now + *retry_after, latest));
+  }
+}
+
+}  // namespace lk

@@ -1,0 +1,75 @@
+#pragma once
+// How a server-side lease is kept: when to renew, how far apart to retry, and when the child's
+// stop must begin. The rule that makes a network lock safe:
+//
+//   The server cannot expire the lease before TTL has passed since it received our last
+//   acknowledged renewal, which was after we sent it. So, measured on our monotonic clock,
+//       lease-safe deadline = send time of the last acknowledged renewal + TTL - margin
+//   (the margin, TTL/10, covers two clocks running at slightly different rates). The child tree
+//   must be dead by then, so the stop begins one grace period (-kill-after) earlier.
+//
+// The budget is the time between a renewal falling due and the stop beginning. It is planned so
+// that after any single failed renewal, -monitor-retry more attempts, at most 1 s apart, still
+// start before the stop: renewals come every TTL/3 or sooner, and a short budget spaces the
+// retries closer. Attempts go on until the stop begins; only that instant, or the server saying
+// the lease is gone, ends the hold.
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "util/deadline.hpp"
+
+namespace lk {
+
+struct LeaseTiming {
+  std::chrono::nanoseconds ttl;
+  std::chrono::nanoseconds renew_every;  // from the send of the last acknowledged renewal
+  std::chrono::nanoseconds retry_every;  // between the starts of attempts after a failure
+  std::chrono::nanoseconds stop_grace;   // how long stopping the child may take (-kill-after)
+  int monitor_retry = 3;
+
+  // Plans the budget for these flags. Retries go closer together when the budget is short, down
+  // to 100ms apart; a -monitor-retry that does not fit even so gets as many as do (shortfall()
+  // says so), and a budget with no room for a renewal at all is a UsageError naming the flags.
+  static LeaseTiming plan(std::chrono::nanoseconds ttl, std::chrono::nanoseconds stop_grace,
+                          int monitor_retry);
+
+  std::chrono::nanoseconds margin() const { return ttl / 10; }
+  std::chrono::nanoseconds safe() const { return ttl - margin(); }
+  std::chrono::nanoseconds stop_after() const { return safe() - stop_grace; }
+  // How many retries after a failed renewal surely start before the stop.
+  int guaranteed_retries() const;
+  // What a user who asked for more retries than fit should be told, once.
+  std::optional<std::string> shortfall() const;
+  // One line for -verbose: the whole budget, in the user's terms.
+  std::string describe() const;
+};
+
+// When the next renewal attempt starts and when the stop must begin, as attempts succeed and
+// fail. Pure bookkeeping on given instants, so that any pattern of faults can be replayed in a
+// test without waiting for it.
+class RenewalSchedule {
+ public:
+  RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at);
+
+  Clock::time_point next_attempt() const { return next_; }
+  Clock::time_point stop_at() const { return last_ack_send_ + timing_.stop_after(); }
+  Clock::time_point dead_by() const { return last_ack_send_ + timing_.safe(); }
+  Clock::time_point last_ack_send() const { return last_ack_send_; }
+  int failures() const { return failures_; }
+  // How long an attempt started at `now` may wait for its answer: until the next one is due.
+  std::chrono::milliseconds attempt_timeout(Clock::time_point now) const;
+
+  void succeeded(Clock::time_point sent_at);
+  // An attempt started at `started` failed at `now`; `retry_after` is the server's hint.
+  void failed(Clock::time_point started, Clock::time_point now,
+              std::optional<std::chrono::seconds> retry_after);
+
+ private:
+  LeaseTiming timing_;
+  Clock::time_point last_ack_send_;
+  Clock::time_point next_;
+  int failures_ = 0;
+};
+
+}  // namespace lk
