@@ -2,6 +2,8 @@
 
 #include "backend/local/local_backend.hpp"
 #ifdef LOCK_WITH_NETWORK
+#include <fmt/format.h>
+
 #include <fstream>
 #include <iterator>
 
@@ -25,7 +27,9 @@ static std::string consul_token(const ApiOptions& api) {
 
 static LeaseOptions lease_options(const Options& o) {
   LeaseOptions lease{o.session_ttl, o.kill_after, o.monitor_retry, o.value};
-  if (!o.status) lease.timing();  // flags that leave no time to renew are refused before we connect
+  // Flags that leave no time to renew are refused before we connect; too many retries, said once.
+  if (!o.status)
+    if (auto shortfall = lease.timing().shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   return lease;
 }
 

@@ -84,6 +84,25 @@ class BadInputTest(LockTestCase):
         self.reject(["-kill-after", "-1s", "p"],
                     re.compile(r"^lock: .*-kill-after.* \(see lock -help\)\n$"))
 
+    def test_a_kill_after_that_leaves_no_time_to_renew_is_refused_before_connecting(self):
+        # Nothing listens on port 1: the refusal comes before any attempt to connect.
+        for backend in (["-backend", "etcd", "-endpoints", "http://127.0.0.1:1"],
+                        ["-backend", "consul", "-http-addr", "127.0.0.1:1"]):
+            with self.subTest(backend=backend[1]):
+                self.usage([*backend, "-session-ttl", "10s", "-kill-after", "9s", "p"],
+                           "-kill-after 9s does not fit in -session-ttl 10s: the child must be "
+                           "dead within 9s of the last confirmed renewal (the TTL less a tenth) "
+                           "and stopping it may take all of -kill-after; use a longer "
+                           "-session-ttl or a shorter -kill-after")
+
+    def test_a_monitor_retry_that_does_not_fit_is_said_once_and_the_rest_goes_on(self):
+        # The budget is planned before connecting; the note comes first, then the failure to
+        # reach a server that is not there.
+        r = self.run_lock("-backend", "etcd", "-endpoints", "http://127.0.0.1:1", "-timeout", "1s",
+                          "-monitor-retry", "100", "p", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.count("-monitor-retry 100 does not fit"), 1, r.stderr)
+
     def test_boolean_takes_only_go_boolean_words(self):
         self.usage(["-shell=maybe", "p"], 'invalid boolean value "maybe" for -shell: parse error')
         self.usage(["-verbose=yes", "p"], 'invalid boolean value "yes" for -verbose: parse error')

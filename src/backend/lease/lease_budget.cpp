@@ -25,9 +25,9 @@ LeaseTiming LeaseTiming::plan(nanoseconds ttl, nanoseconds stop_grace, int monit
   nanoseconds budget = t.stop_after();
   if (budget <= nanoseconds(0))
     throw UsageError(fmt::format(
-        "-kill-after {} does not fit in -session-ttl {}: the child must be dead {} after the last "
-        "confirmed renewal (the TTL less a 10% margin), so its stop would begin before that "
-        "renewal; use a longer -session-ttl or a shorter -kill-after",
+        "-kill-after {} does not fit in -session-ttl {}: the child must be dead within {} of the "
+        "last confirmed renewal (the TTL less a tenth) and stopping it may take all of "
+        "-kill-after; use a longer -session-ttl or a shorter -kill-after",
         go(stop_grace), go(ttl), go(t.safe())));
   // Room for the retries after a renewal falls due, and half a spacing for the last to finish.
   nanoseconds retries = monitor_retry * kRetrySpacing + kRetrySpacing / 2;

@@ -25,7 +25,6 @@ LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew
       schedule_(timing, granted_at) {
   if (!loss_) throw sys_error("eventfd");
   verbose("{}", timing.describe());
-  if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   thread_ = std::thread([this] { run(); });
 }
 
