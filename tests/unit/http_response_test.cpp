@@ -8,7 +8,7 @@ TEST_CASE("a status reads as the server put it, or as the standard names it") {
   HttpResponse r;
   r.status = 503;
   CHECK(r.status_text() == "503 Service Unavailable");  // HTTP/2 sends no reason phrase
-  r.reason = "No Leader";
+  r.reason = std::string("No Leader");
   CHECK(r.status_text() == "503 No Leader");
   r = {};
   r.status = 599;
@@ -18,11 +18,11 @@ TEST_CASE("a status reads as the server put it, or as the standard names it") {
 TEST_CASE("Retry-After is honoured in seconds only, and only when it is a plain number") {
   HttpResponse r;
   CHECK_FALSE(r.retry_after());
-  r.headers["retry-after"] = "7";
+  r.headers = {{"retry-after", "7"}};
   CHECK(r.retry_after() == std::chrono::seconds(7));
   for (const char* bad : {"", "-1", "1.5", "Wed, 21 Oct 2026 07:28:00 GMT", "99999999999999999999"}) {
     CAPTURE(bad);
-    r.headers["retry-after"] = bad;
+    r.headers = {{"retry-after", bad}};
     CHECK_FALSE(r.retry_after());
   }
 }
