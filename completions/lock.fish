@@ -50,7 +50,7 @@ complete -c lock -n '__fish_lock_prefix_index >/dev/null' -a '(__fish_lock_child
 
 complete -c lock -n $options -o n -x -d 'Limit of lock holders; above 1 the lock is a semaphore'
 complete -c lock -n $options -o name -x -d 'Name of the session'
-complete -c lock -n $options -o monitor-retry -x -d 'Times to retry a failing server while monitoring'
+complete -c lock -n $options -o monitor-retry -x -d 'Attempts a failed lease renewal is sure to get'
 complete -c lock -n $options -o timeout -x -a $durations -d 'Maximum time to wait for the lock'
 complete -c lock -n $options -o try -x -a $durations -d 'Maximum time to wait for the lock'
 complete -c lock -n $options -o shell -d 'Run the child with $SHELL -c (default true)'

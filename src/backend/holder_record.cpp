@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
@@ -33,20 +34,50 @@ std::string HolderRecord::to_json() const {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// Another process wrote the record, maybe another program: say what is wrong with it in our
+// words, never the JSON library's.
+[[noreturn]] void malformed(const std::string& what) {
+  throw Error("malformed holder record: " + what);
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) malformed(std::string(name) + " missing");
+  return *it;
+}
+
+std::string text_field(const nlohmann::json& j, const char* name) {
+  const auto& v = field(j, name);
+  if (!v.is_string()) malformed(std::string(name) + " is not a string");
+  return v.get<std::string>();
+}
+
+template <class Int>
+Int number_field(const nlohmann::json& j, const char* name) {
+  const auto& v = field(j, name);
+  if (!v.is_number_integer()) malformed(std::string(name) + " is not a whole number");
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<Int>::max())
+                             : v.get<std::int64_t>() < std::int64_t(std::numeric_limits<Int>::min()))
+    malformed(std::string(name) + " is out of range");
+  return v.get<Int>();
+}
+
+}  // namespace
+
 HolderRecord HolderRecord::from_json(const std::string& text) {
-  try {
-    auto j = nlohmann::json::parse(text);
-    HolderRecord r;
-    r.prefix = j.at("prefix").get<std::string>();
-    r.name = j.at("name").get<std::string>();
-    r.host = j.at("host").get<std::string>();
-    r.pid = j.at("pid").get<pid_t>();
-    r.since = j.at("since").get<std::string>();
-    r.token = j.at("token").get<std::uint64_t>();
-    return r;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("malformed holder record: ") + e.what());
-  }
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) malformed("not JSON");
+  if (!j.is_object()) malformed("not a JSON object");
+  HolderRecord r;
+  r.prefix = text_field(j, "prefix");
+  r.name = text_field(j, "name");
+  r.host = text_field(j, "host");
+  r.pid = number_field<pid_t>(j, "pid");
+  r.since = text_field(j, "since");
+  r.token = number_field<std::uint64_t>(j, "token");
+  return r;
 }
 
 }  // namespace lk

@@ -107,7 +107,8 @@ struct Cli {
     app.add_option("--name", o.name, "Name of the session (default: from the child command)")
         ->option_text("=<string>");
     int_flag("monitor-retry", o.monitor_retry,
-             "Times to retry a failing server while monitoring the lock, 1s apart (default 3)");
+             "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
+             "stopped (default 3)");
     app.add_option("--timeout", timeout_text,
                    "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever "
                    "(-try is the same)")

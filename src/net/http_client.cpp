@@ -1,11 +1,14 @@
 #include "net/http_client.hpp"
 
 #include <curl/curl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+
+#include "util/deadline.hpp"
 
 namespace lk {
 namespace {
@@ -245,9 +248,8 @@ std::optional<HttpResponse> HttpClient::request_until(
   auto rc = static_cast<CURLcode>(run_multi(wake_fds, keep_going, stopped));
   if (stopped) return std::nullopt;
   if (body_state.too_large)
-    throw ReplyTooLarge(endpoint_.base_url + ": the reply is larger than " +
-                        std::to_string(kMaxReplyBody >> 20) + " MiB");
-  if (rc != CURLE_OK) throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
+    throw ReplyTooLarge("the reply is larger than " + std::to_string(kMaxReplyBody >> 20) + " MiB");
+  if (rc != CURLE_OK) throw NetworkError(curl_easy_strerror(rc));
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
 }
@@ -268,8 +270,21 @@ long HttpClient::stream(const std::string& method, const std::string& path, cons
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (rc != CURLE_OK && !state.stopped)
-    throw NetworkError(endpoint_.base_url + ": " + curl_easy_strerror(rc));
+    throw NetworkError(curl_easy_strerror(rc));
   return status;
+}
+
+bool pause_unless_woken(std::chrono::milliseconds pause, const Wake* wake) {
+  std::vector<pollfd> fds;
+  if (wake)
+    for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
+  auto end = Clock::now() + pause;
+  for (auto left = pause; left.count() > 0;
+       left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now())) {
+    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) > 0 && !wake->keep_going())
+      return false;
+  }
+  return true;
 }
 
 }  // namespace lk

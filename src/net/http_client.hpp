@@ -68,6 +68,11 @@ struct Wake {
   std::function<bool()> keep_going;
 };
 
+// Sleeps for `pause`; false, at once, when one of `wake`'s descriptors is readable and it says
+// not to go on.
+bool pause_unless_woken(std::chrono::milliseconds pause, const Wake* wake);
+
+// Its messages say what went wrong, not where: the caller names the server and the request.
 class HttpClient {
  public:
   explicit HttpClient(Endpoint endpoint);

@@ -2,15 +2,21 @@
 API port is the only one that misbehaves.
 
     GET    /status                 {"up", "raft_index", "ttl_paused"}
-    POST   /fault/5xx              {"seconds", "status"=500, "body"="No cluster leader"}
+    POST   /fault/5xx              {"seconds", "status"=500, "body"="No cluster leader",
+                                    "headers"={}}
+    POST   /fault/reply            a canned, endless or withheld answer to chosen requests
+                                   (see netserver.ReplyRule for the fields)
+    POST   /fault/index            {"mode", "seconds"}: blocking queries answer at once with the
+                                   index the mode makes (netserver.INDEX_MODES)
     POST   /fault/partition        {"seconds"}
     POST   /fault/drop             drop every open API connection now
     POST   /fault/restart          {"down_seconds"}; answers once the API is down
-    POST   /fault/heal             end the 5xx window and any partition now
+    POST   /fault/heal             end every fault now (a partition as it would end itself)
     POST   /wait/up                {"timeout"}; answers {"up"} once the API is up or at timeout
     POST   /ttl/pause, /ttl/resume
-    GET    /requests               {"count", "requests": [{seq, listener, method, path, query,
-                                                           headers}]}
+    GET    /requests               {"count", "requests": [{seq, at, listener, method, path,
+                                                           query, headers}]}
+                                   (at: time.monotonic() when it arrived)
     DELETE /requests               forget them
 """
 
@@ -46,7 +52,14 @@ class ControlHandler(BaseHTTPRequestHandler):
                                      "ttl_paused": double.store.reaping_paused})
         if route == ("POST", "/fault/5xx"):
             double.faults.fail(float(args["seconds"]), int(args.get("status", 500)),
-                               args.get("body", NO_LEADER))
+                               args.get("body", NO_LEADER), args.get("headers"))
+        elif route == ("POST", "/fault/reply"):
+            double.faults.add_rule(args)
+        elif route == ("POST", "/fault/index"):
+            try:
+                double.faults.set_index_mode(args["mode"], float(args["seconds"]))
+            except ValueError as e:
+                return self._reply(400, {"error": str(e)})
         elif route == ("POST", "/fault/partition"):
             double.partition(float(args["seconds"]))
         elif route == ("POST", "/fault/drop"):

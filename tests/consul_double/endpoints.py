@@ -65,9 +65,14 @@ def _ok(req, obj, headers=None):
                     {"Content-Type": "application/json", **(headers or {})})
 
 
+class FaultIndex(int):
+    """An index an index fault chose: sent as it is, even 0."""
+
+
 def _meta(index, filtered=False):
     """setMeta: what every answer of a read endpoint carries."""
-    headers = {"X-Consul-Index": str(max(index, 1)), "X-Consul-LastContact": "0",
+    sent = index if isinstance(index, FaultIndex) else max(index, 1)
+    headers = {"X-Consul-Index": str(sent), "X-Consul-LastContact": "0",
                "X-Consul-KnownLeader": "true", "X-Consul-Query-Backend": "blocking-query"}
     if filtered:
         headers["X-Consul-Results-Filtered-By-ACLs"] = "true"
@@ -160,6 +165,11 @@ def _route_rpc(double, opts):
 
 
 def _blocking(double, req, opts, run):
+    fault = double.faults.index_fault()
+    if fault is not None and opts.index > 0:
+        # A blocking query that does not block: the real entries at once, a made-up index.
+        _, result = double.store.blocking_query(0, 0, run, req.gone)
+        return FaultIndex(fault(opts.index)), result
     answer = double.store.blocking_query(opts.index, opts.wait_ns, run, req.gone)
     if answer is None:
         raise ConnectionAbortedError

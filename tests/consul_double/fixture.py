@@ -258,11 +258,11 @@ class ConsulDouble:
 
     # ---- faults and observation -----------------------------------------------------------------
 
-    def control(self, method, path, **args):
+    def control(self, verb, route, **args):
         host, port = self.control_addr.rsplit(":", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
         try:
-            conn.request(method, path, body=json.dumps(args),
+            conn.request(verb, route, body=json.dumps(args),
                          headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             data = json.loads(resp.read())
@@ -272,10 +272,28 @@ class ConsulDouble:
         finally:
             conn.close()
 
-    def fail_5xx(self, seconds, status=500, body="No cluster leader"):
+    def fail_5xx(self, seconds, status=500, body="No cluster leader", headers=None):
         """Requests arriving in the next `seconds` get this answer; blocking queries already
         waiting go on as on a real server (drop_connections() cuts them)."""
-        self.control("POST", "/fault/5xx", seconds=seconds, status=status, body=body)
+        self.control("POST", "/fault/5xx", seconds=seconds, status=status, body=body,
+                     headers=headers or {})
+
+    def reply_fault(self, path, *, method=None, prefix=False, query=None, times=1,
+                    seconds=None, mode="reply", status=200, body="", headers=None,
+                    hang_seconds=3600):
+        """The next `times` requests (None: all, for `seconds` if given) whose method, raw path
+        (or path prefix) and raw query (a substring) match get, instead of the real answer:
+        mode "reply": this status, body and headers; "endless": a 200 whose body never ends;
+        "hang": no answer for hang_seconds (or until heal()), then a dropped connection."""
+        self.control("POST", "/fault/reply", method=method, path=path, prefix=prefix,
+                     query=query, times=times, seconds=seconds, mode=mode, status=status,
+                     body=body, headers=headers or {}, hang_seconds=hang_seconds)
+
+    def index_fault(self, mode, seconds):
+        """For `seconds`, blocking queries answer at once with the real entries and an index
+        made by `mode`: "unchanged" (the one asked with), "backwards" (one less), "zero", or
+        "spurious" (one more, with nothing changed)."""
+        self.control("POST", "/fault/index", mode=mode, seconds=seconds)
 
     def partition(self, seconds):
         self.control("POST", "/fault/partition", seconds=seconds)
@@ -301,8 +319,9 @@ class ConsulDouble:
         self.control("POST", "/ttl/resume")
 
     def requests(self):
-        """Every API request seen: seq, listener, method, path and query (raw, as sent) and
-        headers (names in lower case)."""
+        """Every API request seen: seq, at (time.monotonic() on arrival, comparable with the
+        test's own), listener, method, path and query (raw, as sent) and headers (names in lower
+        case)."""
         return self.control("GET", "/requests")["requests"]
 
     def request_count(self):

@@ -1,6 +1,7 @@
 """Sockets of the double's API: TCP, TLS and unix listeners speaking HTTP/1.1 with keep-alive,
 every open connection tracked so that faults can reach it, and the faults themselves (5xx
-answers, partitions, dropped connections, a restart that keeps the state)."""
+answers, partitions, dropped connections, a restart that keeps the state, canned, endless or
+withheld replies to chosen requests, and blocking queries that do not block)."""
 
 import email.utils
 import os
@@ -37,19 +38,110 @@ class Connection:
             pass
 
 
+# What a blocking query answers at once, with the real entries, under an index fault: the index
+# it asked with, one less, 0, or one more (a wake-up with nothing changed).
+INDEX_MODES = {
+    "unchanged": lambda asked: asked,
+    "backwards": lambda asked: max(asked - 1, 0),
+    "zero": lambda asked: 0,
+    "spurious": lambda asked: asked + 1,
+}
+
+# How much an endless reply sends at most, should its reader never give up.
+ENDLESS_LIMIT = 1 << 30
+
+
+class ReplyRule:
+    """A canned answer for the requests that match: `method` (None for any), `path` (exact, or
+    a prefix with prefix=True), `query` (a substring of the raw query, or None), for the next
+    `times` matches (None: all) within `seconds` (None: no end). mode "reply" sends status,
+    headers and body; "endless" a 200 whose body never ends; "hang" no answer at all until the
+    rule's `hang_seconds` pass (or the connection goes), then drops the connection."""
+
+    def __init__(self, spec):
+        self.method = spec.get("method")
+        self.path = spec["path"]
+        self.prefix = bool(spec.get("prefix"))
+        self.query = spec.get("query")
+        self.times = spec.get("times", 1)
+        seconds = spec.get("seconds")
+        self.until = None if seconds is None else time.monotonic() + float(seconds)
+        self.mode = spec.get("mode", "reply")
+        self.status = int(spec.get("status", 200))
+        self.headers = dict(spec.get("headers") or {})
+        self.body = spec.get("body", "").encode()
+        self.hang_seconds = float(spec.get("hang_seconds", 3600))
+
+    def live(self):
+        return (self.times is None or self.times > 0) and (
+            self.until is None or time.monotonic() < self.until)
+
+    def matches(self, method, raw_path, raw_query):
+        if self.method and self.method != method:
+            return False
+        if not (raw_path.startswith(self.path) if self.prefix else raw_path == self.path):
+            return False
+        return self.query is None or self.query in raw_query
+
+
 class Faults:
     """What the API port is currently doing wrong. Times are monotonic deadlines."""
 
     def __init__(self):
         self._cond = threading.Condition()
         self._fail_until = 0.0
-        self._fail = (500, "")
+        self._fail = (500, "", {})
         self._partition_until = 0.0
+        self._heals = 0
+        self._rules = []
+        self._index_mode = None
+        self._index_until = 0.0
 
-    def fail(self, seconds, status, body):
+    def fail(self, seconds, status, body, headers=None):
         with self._cond:
             self._fail_until = time.monotonic() + seconds
-            self._fail = (status, body)
+            self._fail = (status, body, dict(headers or {}))
+
+    def add_rule(self, spec):
+        rule = ReplyRule(spec)
+        with self._cond:
+            self._rules.append(rule)
+
+    def take_rule(self, method, raw_path, raw_query):
+        """The first live rule the request matches, one of its uses spent; None if none."""
+        with self._cond:
+            self._rules = [r for r in self._rules if r.live()]
+            for rule in self._rules:
+                if rule.matches(method, raw_path, raw_query):
+                    if rule.times is not None:
+                        rule.times -= 1
+                    return rule
+            return None
+
+    def hang(self, conn, seconds):
+        """Withholds the answer for `seconds`, or until the connection goes or the fault heals."""
+        with self._cond:
+            deadline = time.monotonic() + seconds
+            heals = self._heals
+            while not conn.dropped and self._heals == heals:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+
+    def set_index_mode(self, mode, seconds):
+        if mode not in INDEX_MODES:
+            raise ValueError(f"no index fault {mode!r}")
+        with self._cond:
+            self._index_mode = mode
+            self._index_until = time.monotonic() + seconds
+
+    def index_fault(self):
+        """The function that makes a blocking query's index, while an index fault lasts."""
+        with self._cond:
+            if self._index_mode and time.monotonic() < self._index_until:
+                return INDEX_MODES[self._index_mode]
+            return None
 
     def partition(self, seconds):
         with self._cond:
@@ -61,7 +153,9 @@ class Faults:
 
     def clear(self):
         with self._cond:
-            self._fail_until = self._partition_until = 0.0
+            self._fail_until = self._partition_until = self._index_until = 0.0
+            self._rules = []
+            self._heals += 1
             self._cond.notify_all()
 
     def failure(self):
@@ -173,7 +267,7 @@ class Double:
         with self._lock:
             self._seq += 1
             self._requests.append({
-                "seq": self._seq, "listener": listener, "method": method,
+                "seq": self._seq, "at": time.monotonic(), "listener": listener, "method": method,
                 "path": raw_path, "query": raw_query,
                 "headers": {k.lower(): v for k, v in headers.items()}})
 
@@ -297,9 +391,12 @@ class ApiHandler(BaseHTTPRequestHandler):
         double.record(ctx.listener.kind, self.command, raw_path, raw_query, self.headers)
         if double.faults.held_by_partition(ctx.conn):
             return self._drop()
+        rule = double.faults.take_rule(self.command, raw_path, raw_query)
+        if rule is not None:
+            return self._answer_by(rule)
         failure = double.faults.failure()
         if failure is not None:
-            response = endpoints.Response(failure[0], failure[1].encode())
+            response = endpoints.Response(failure[0], failure[1].encode(), failure[2])
         else:
             request = endpoints.Request(
                 self.command, urllib.parse.unquote(raw_path, errors="replace"),
@@ -315,6 +412,30 @@ class ApiHandler(BaseHTTPRequestHandler):
         self._send(response)
 
     do_PUT = do_DELETE = do_POST = do_HEAD = do_OPTIONS = do_PATCH = do_GET
+
+    def _answer_by(self, rule):
+        conn = self.server.conn
+        if rule.mode == "hang":
+            self.server.double.faults.hang(conn, rule.hang_seconds)
+            return self._drop()
+        if rule.mode == "endless":
+            self.close_connection = True
+            self.send_response_only(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Consul-Index", "1")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            block = b'{"Key":"endless","Value":null},' * 2048
+            sent = 0
+            try:
+                self.wfile.write(b"[")
+                while sent < ENDLESS_LIMIT and not conn.dropped:
+                    self.wfile.write(block)
+                    sent += len(block)
+            except OSError:
+                pass
+            return self._drop()
+        self._send(endpoints.Response(rule.status, rule.body, rule.headers))
 
     def _read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -572,6 +572,80 @@ class FaultTests(unittest.TestCase):
         self.c.clear_requests()
         self.assertEqual(self.c.request_count(), 0)
 
+    def test_requests_carry_their_arrival_time(self):
+        before = time.monotonic()
+        self.c.request("GET", "/v1/status/leader")
+        after = time.monotonic()
+        self.assertTrue(before <= self.c.requests()[-1]["at"] <= after)
+
+    def test_5xx_with_headers(self):
+        self.c.fail_5xx(5, status=503, body="busy", headers={"Retry-After": "2"})
+        status, headers, body = self.c.request("GET", "/v1/kv/x")
+        self.assertEqual((status, headers["Retry-After"], body), (503, "2", b"busy"))
+
+    def test_reply_rule_answers_the_matching_requests_only_as_often_as_told(self):
+        self.c.put("k", b"1")
+        self.c.reply_fault("/v1/session/create", method="PUT", body='{"ID":"../../kv/x"}',
+                           headers={"Content-Type": "application/json"})
+        self.c.reply_fault("/v1/kv/", prefix=True, method="PUT", query="cas=", times=2,
+                           body="true")
+        self.assertEqual(self.c.request("PUT", "/v1/session/create", b"{}")[2],
+                         b'{"ID":"../../kv/x"}')
+        self.assertEqual(len(self.c.sessions()), 0)  # the real endpoint was not asked
+        self.assertEqual(self.c.request("PUT", "/v1/kv/k?cas=99", b"2")[2], b"true")
+        self.assertEqual(self.c.request("PUT", "/v1/kv/k", b"3")[2], b"true")  # no cas=: real
+        self.assertEqual(self.c.request("PUT", "/v1/kv/k?cas=99", b"4")[2], b"true")
+        self.assertEqual(self.c.get("k")[0]["Value"], b"3")  # canned answers changed nothing
+        self.assertEqual(self.c.request("PUT", "/v1/kv/k?cas=99", b"5")[2], b"false")  # spent
+        self.assertTrue(self.c.session_create())
+
+    def test_reply_rule_endless_body(self):
+        self.c.reply_fault("/v1/kv/big", mode="endless")
+        conn = self.c.connection()
+        conn.request("GET", "/v1/kv/big")
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(len(resp.read(8 << 20)), 8 << 20)  # far past any sane reply
+        conn.close()
+
+    def test_reply_rule_hang_withholds_the_answer_then_drops(self):
+        self.c.reply_fault("/v1/session/destroy/", prefix=True, mode="hang", hang_seconds=0.5)
+        start = time.monotonic()
+        with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
+            self.c.request("PUT", "/v1/session/destroy/x", timeout=10)
+        self.assertGreaterEqual(time.monotonic() - start, 0.45)
+        self.assertEqual(self.c.request("PUT", "/v1/session/destroy/x")[0], 200)  # spent
+
+    def test_heal_ends_a_hang(self):
+        self.c.reply_fault("/v1/kv/k", mode="hang", times=None)
+        call = Background(lambda: self.c.request("GET", "/v1/kv/k", timeout=30))
+        wait_for(lambda: self.c.request_count() >= 1, 5, "the request to arrive")
+        start = time.monotonic()
+        self.c.heal()
+        call.outcome(5)
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(self.c.request("GET", "/v1/kv/k")[0], 404)  # the rule went with it
+
+    def test_index_faults_answer_blocking_queries_at_once(self):
+        self.c.put("k", b"1")
+        index = int(self.c.request("GET", "/v1/kv/k")[1]["X-Consul-Index"])
+        for mode, expected in (("unchanged", index), ("backwards", index - 1), ("zero", 0),
+                               ("spurious", index + 1)):
+            with self.subTest(mode=mode):
+                self.c.index_fault(mode, 30)
+                start = time.monotonic()
+                status, headers, body = self.c.request("GET", f"/v1/kv/k?index={index}&wait=10s")
+                self.assertLess(time.monotonic() - start, 5)
+                self.assertEqual((status, int(headers["X-Consul-Index"])), (200, expected))
+                self.assertEqual(json.loads(body)[0]["Key"], "k")
+        self.c.heal()
+        # Healed, a blocking query blocks again: a write ends it.
+        call = Background(lambda: self.c.request("GET", f"/v1/kv/k?index={index}&wait=10s"))
+        wait_for(lambda: self.c.request_count() >= 6, 5, "the blocking query")
+        self.assertTrue(call.is_alive())
+        self.c.put("k", b"2")
+        self.assertGreater(int(call.outcome()[1]["X-Consul-Index"]), index)
+
 
 class PeerTests(DoubleCase):
     """consul_peer.py, the port of the Go client and `consul lock`, against the double."""

@@ -10,10 +10,9 @@ import socket
 import ssl
 import subprocess
 import tempfile
-import time
 import urllib.request
 
-from harness import wait_for
+from harness import LockTestCase, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -124,3 +123,33 @@ class EtcdServer:
 
 def b64(data):
     return base64.b64encode(data).decode()
+
+
+class EtcdTestCase(LockTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.etcd = EtcdServer().__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.etcd.__exit__(None, None, None)
+
+    def setUp(self):
+        super().setUp()
+        self.env = self.etcd.env(self.env)
+        self.prefix = self.id().rsplit(".", 1)[1]  # a prefix of its own for each test
+        # etcdctl lock leaves its leases to expire; the checks below ignore those of earlier tests.
+        self.leases_before = set(self.etcd.leases())
+
+    def assert_nothing_left(self):
+        wait_for(lambda: not self.etcd.keys(self.prefix + "/") and
+                 not set(self.etcd.leases()) - self.leases_before,
+                 what="no key and no lease to be left")
+
+    def start_etcdctl(self, *args, **kwargs):
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        p = subprocess.Popen(self.etcd.etcdctl(*args), env=self.env, text=True, **kwargs)
+        self.procs.append(p)
+        return p

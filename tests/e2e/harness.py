@@ -30,6 +30,18 @@ def wait_for(condition, timeout=10.0, what="condition"):
         delay = min(delay * 2, 0.05)
 
 
+def peak_rss(pid):
+    """The process's peak resident set so far, in bytes (VmHWM; it starts over at exec)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def pid_alive(pid):
     """True while the process exists and is not a zombie."""
     try:
@@ -153,7 +165,7 @@ def send(proc, sig):
     os.kill(proc.pid, sig)
 
 
-__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "pid_alive", "read_file", "send", "signal",
+__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "peak_rss", "pid_alive", "read_file", "send", "signal",
            "prefixes_left"]
 
 

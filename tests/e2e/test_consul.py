@@ -302,7 +302,8 @@ class ConsulLockTest(ConsulTestCase):
         self.consul.clear_requests()
         r = self.run_lock("-http-addr", "127.0.0.1:1", self.prefix, "touch " + self.path("ran"))
         self.assertEqual(r.returncode, 1)
-        self.assertRegex(r.stderr, r"(?i)cannot reach .*127\.0\.0\.1:1")
+        self.assertRegex(r.stderr, r"^lock: Consul agent at 127\.0\.0\.1:1: create session: "
+                                   r"cannot reach it \(.+\)\n$")
         self.assertFalse(os.path.exists(self.path("ran")))
         self.assertEqual(self.consul.request_count(), 0)
 
@@ -522,36 +523,53 @@ class ConsulLossTest(ConsulTestCase):
         self.assertNotIn("lock lost", err)
         self.assert_nothing_left()
 
-    def test_5xx_longer_than_the_retries_stops_the_child(self):
-        holder = self.start_lock("-monitor-retry", "3", "-shell=false", self.prefix, "/bin/sh",
-                                 "-c", self.child_that_logs_term())
+    def test_5xx_past_the_budget_stops_the_child_when_the_budget_ends(self):
+        # Defaults: TTL 15s, so the stop begins 15s - 1.5s margin - 5s -kill-after = 8.5s after
+        # the last renewal that was answered; the monitor's failing queries stop nothing sooner.
+        holder = self.start_lock("-shell=false", self.prefix, "/bin/sh", "-c",
+                                 self.child_that_logs_term())
         self.wait_file("pid", "\n")
-        start = time.time()
-        self.consul.fail_5xx(8)
+        session = self.the_new_session()
+        start = time.monotonic()
+        self.consul.fail_5xx(20)
+        failing = time.monotonic()
         self.consul.drop_connections()
-        self.wait_file("term", "\n", timeout=8)
-        self.assertLess(float(read_file(self.path("term"))) - start, 8)
-        self.consul.heal()
+        try:
+            self.wait_file("term", "\n", timeout=12)
+            termed = time.monotonic()
+        finally:
+            self.consul.heal()
+        # The last renewal the agent answered (or the session's creation) arrived before the
+        # window began, or while it was being set up; lock sent it a little earlier.
+        def last_before(t):
+            return max(q["at"] for q in self.consul.requests()
+                       if q["path"] in ("/v1/session/create", f"/v1/session/renew/{session}")
+                       and q["at"] < t)
+        self.assertGreater(termed, last_before(start) + 8.5 - 0.5)
+        self.assertLess(termed, last_before(failing) + 8.5 + 1.0 * SLOW)
         code, _, err = self.finish(holder)
         self.assertEqual(code, 1, err)
+        self.assertIn("lock lost", err)
+        self.assertIn("500 Internal Server Error (No cluster leader)", err)
 
     def test_retries_start_afresh_after_a_success(self):
-        # A TTL of 30 s keeps the renewals (every 15 s) out of the windows below.
+        # A TTL of 30 s keeps the renewals (every 10 s) out of the windows below.
         holder = self.start_lock("-monitor-retry", "3", "-session-ttl", "30s", "-shell=false",
                                  self.prefix, "/bin/sh", "-c", self.child_that_logs_term())
         pid = int(self.wait_file("pid", "\n"))
         # Three 1.5 s windows of 500s, each begun by cutting the monitor's blocking query: every
-        # window costs the monitor two failures (the cut query and the retry 1 s later), six in
-        # all, more than three retries allow unless a success in between starts them afresh.
+        # window costs the monitor a few failed reads, more than three in all. Failures that a
+        # success separates must not add up to a loss.
         for _ in range(3):
+            healed = time.monotonic() + 1.5
             self.consul.fail_5xx(1.5)
             self.consul.drop_connections()
             # The passage of time is what is under test: the window runs out.
             time.sleep(1.6)
-            # A blocking query (one with an index) asked after the window means the read before
-            # it succeeded: the monitor is back at work before the next window begins.
-            seen = max(q["seq"] for q in self.consul.requests())
-            wait_for(lambda: any(q["seq"] > seen and re.search(r"(^|&)index=", q["query"])
+            # A blocking query (one with an index) that arrived after the window means the read
+            # before it succeeded: the monitor is back at work before the next window begins.
+            # It may have arrived before this line runs, and then it is still waiting.
+            wait_for(lambda: any(q["at"] > healed and re.search(r"(^|&)index=", q["query"])
                                  for q in self.consul.requests()),
                      what="the monitor to wait on the key again after the window")
         self.assertTrue(pid_alive(pid))

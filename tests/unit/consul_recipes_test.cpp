@@ -48,3 +48,20 @@ TEST_CASE("conflicts in Consul's words") {
                     "Existing key does not match lock use");
   CHECK_NOTHROW(check_lock_flags(pair("p/.lock", "", "", kLockFlags)));
 }
+
+TEST_CASE("a Limit that is not a number of slots is another's key, never a library's complaint") {
+  for (const char* value : {R"({"Limit":"2","Holders":{}})", R"({"Limit":2.5})", R"({"Limit":-1})",
+                            R"({"Limit":99999999999})", R"({"Limit":[2]})"}) {
+    CAPTURE(value);
+    CHECK_THROWS_WITH(read_semaphore({pair("p/.lock", value, "", kSemaphoreFlags)}, "p", 2),
+                      "Existing key does not match semaphore use");
+    CHECK(semaphore_limit(value) == 0);
+  }
+  CHECK(semaphore_limit(R"({"Limit":3,"Holders":{}})") == 3);
+  CHECK(semaphore_limit("not json") == 0);
+  CHECK(semaphore_limit("") == 0);
+}
+
+TEST_CASE("a semaphore lists its own keys, not those of a longer prefix") {
+  CHECK(semaphore_keys("svc/web") == "svc/web/");
+}

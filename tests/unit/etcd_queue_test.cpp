@@ -24,6 +24,8 @@ TEST_CASE("contender keys: etcd's mutex layout for locks, the limit in the name 
   CHECK(parse_contender("jobs/a", {"jobs/a/semx-1f", "", 7})->limit == 1);
   // Keys of a longer prefix are not contenders.
   CHECK_FALSE(parse_contender("jobs/a", {"jobs/a/b/694d", "", 7}));
+  CHECK_FALSE(parse_contender("jobs/a", {"jobs", "", 7}));
+  CHECK_FALSE(parse_contender("jobs/a", {"jobs/ab/1", "", 7}));
 }
 
 TEST_CASE("position: contenders ahead by create revision, and the one just ahead") {

@@ -168,3 +168,15 @@ TEST_CASE("to_json accepts names and prefixes that are not UTF-8") {
   r.prefix = "\xff";
   CHECK_NOTHROW(r.to_json());
 }
+
+TEST_CASE("a malformed record is described in plain words, not the JSON library's") {
+  CHECK(parse_error("not json") == "malformed holder record: not JSON");
+  CHECK(parse_error("[]") == "malformed holder record: not a JSON object");
+  CHECK(parse_error(R"({"prefix":"p"})") == "malformed holder record: name missing");
+  CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":"1","since":"s","token":1})") ==
+        "malformed holder record: pid is not a whole number");
+  CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":1099511627776,"since":"s","token":1})") ==
+        "malformed holder record: pid is out of range");
+  CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":-1})") ==
+        "malformed holder record: token is out of range");
+}

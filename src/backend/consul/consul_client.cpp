@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backend/lease/lease_keeper.hpp"
-#include "net/base64.hpp"
+#include "util/log.hpp"
 
 namespace lk {
 
@@ -45,12 +47,17 @@ std::string percent_encode(const std::string& text, std::string_view keep = "") 
 
 std::string escape_key(const std::string& key) { return percent_encode(key, "/"); }
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  return s;
+// A session ID goes into paths and queries only once it is known to be one, and escaped even so.
+std::string escape_session(const std::string& id) {
+  if (!is_session_id(id)) throw Error("refusing to use \"" + printable(id, 60) + "\" as a Consul session ID");
+  return percent_encode(id);
 }
 
-bool answer_is_true(const HttpResponse& r) { return trimmed(r.body) == "true"; }
+std::string_view trimmed(std::string_view s) {
+  auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
 
 }  // namespace
 
@@ -63,17 +70,60 @@ ConsulClient::ConsulClient(const ConsulConfig& config)
 
 ConsulClient::~ConsulClient() = default;
 
+void ConsulClient::limit(Deadline until, milliseconds per_request) {
+  until_ = until;
+  per_request_ = per_request;
+}
+
+void ConsulClient::wait_out_retry_after(Deadline until, const Wake* wake) {
+  retry_until_ = until;
+  retry_wake_ = wake;
+}
+
+std::string ConsulClient::where(const std::string& op) const {
+  return "Consul agent at " + printable(address_) + ": " + op + ": ";
+}
+
+template <class Decode>
+auto ConsulClient::decoded(const std::string& op, Decode decode) const -> decltype(decode()) {
+  try {
+    return decode();
+  } catch (const MalformedConsulReply& e) {
+    throw ConsulBadReply(where(op) + "malformed reply (" + e.what() + ")");
+  }
+}
+
 HttpResponse ConsulClient::send(const std::string& method, const std::string& path,
                                 const std::string& query, const std::string& body,
-                                milliseconds timeout, const std::string& what,
-                                const Wake* wake) {
+                                milliseconds timeout, const std::string& op, const Wake* wake) {
   std::string q = query;
   if (!datacenter_.empty()) q += (q.empty() ? "" : "&") + ("dc=" + percent_encode(datacenter_));
+  std::string target = path + (q.empty() ? "" : "?" + q);
+  for (;;) {
+    try {
+      return send_once(method, target, body, timeout, op, wake);
+    } catch (const ConsulUnavailable& e) {
+      // The server said when to come back: worth it if that is before the deadline at hand.
+      if (!retry_until_ || !e.retry_after) throw;
+      milliseconds pause = *e.retry_after;
+      if (retry_until_->left(pause + milliseconds(1)) <= pause) throw;
+      verbose("{}; asked to retry in {}s", e.what(), e.retry_after->count());
+      if (!pause_unless_woken(std::max(pause, milliseconds(1)), retry_wake_))
+        throw WaitStopped("the wait was cut short");
+    }
+  }
+}
+
+HttpResponse ConsulClient::send_once(const std::string& method, const std::string& target,
+                                     const std::string& body, milliseconds timeout,
+                                     const std::string& op, const Wake* wake) {
+  if (per_request_) timeout = std::min(timeout, *per_request_);
+  if (until_.passed()) throw NetworkError(where(op) + "no time was left to ask");
+  timeout = until_.left(timeout);
   std::vector<std::string> headers;
   if (!token_.empty()) headers.push_back("X-Consul-Token: " + token_);  // never in the URL
   HttpResponse r;
   try {
-    std::string target = path + (q.empty() ? "" : "?" + q);
     if (!wake) {
       r = http_->request(method, target, body, timeout, headers);
     } else if (auto answer = http_->request_until(method, target, body, timeout, headers,
@@ -82,19 +132,17 @@ HttpResponse ConsulClient::send(const std::string& method, const std::string& pa
     } else {
       throw WaitStopped("the wait was cut short");
     }
+  } catch (const ReplyTooLarge& e) {
+    throw ConsulBadReply(where(op) + e.what());
   } catch (const NetworkError& e) {
-    throw NetworkError("cannot reach the Consul agent at " + address_ + " (" + e.what() + ")");
+    throw NetworkError(where(op) + "cannot reach it (" + e.what() + ")");
   }
-  if (r.status >= 200 && r.status < 300) return r;
-  std::string message = trimmed(r.body);
-  if (r.status == 403)
-    throw Error("Consul denied permission to " + what + ": " + message);
-  if (r.status >= 500)
-    throw ConsulUnavailable("Consul agent at " + address_ + " failed to " + what + " (" +
-                            std::to_string(r.status) + "): " + message);
-  if (r.status == 404) return r;
-  throw Error("Consul agent at " + address_ + " refused to " + what + " (" +
-              std::to_string(r.status) + "): " + message);
+  if ((r.status >= 200 && r.status < 300) || r.status == 404) return r;
+  std::string_view said = trimmed(r.body);
+  std::string what = where(op) + printable(r.status_text()) +
+                     (said.empty() ? "" : " (" + printable(said) + ")");
+  if (r.status >= 500) throw ConsulUnavailable(what, r.retry_after());
+  throw Error(what);
 }
 
 KvRead ConsulClient::get(const std::string& key, bool recurse, std::uint64_t wait_index,
@@ -110,80 +158,72 @@ KvRead ConsulClient::get(const std::string& key, bool recurse, std::uint64_t wai
   // Consul adds up to wait/16 to a blocking query's wait; the answer may take that long.
   milliseconds timeout = wait_index ? milliseconds(kBlockingWait + kBlockingWait / 16) + kRequestTimeout
                                     : kRequestTimeout;
-  HttpResponse r =
-      send("GET", "/v1/kv/" + escape_key(key), q, "", timeout, "read key '" + key + "'", wake);
+  std::string op = (recurse ? "read keys under '" : "read key '") + printable(key) + "'";
+  HttpResponse r = send("GET", "/v1/kv/" + escape_key(key), q, "", timeout, op, wake);
   KvRead out;
   auto index = r.headers.find("x-consul-index");
-  if (index != r.headers.end()) out.index = std::stoull(index->second);
+  out.index = decoded(op, [&] { return decode_index(index == r.headers.end() ? "" : index->second); });
   if (r.status == 404) return out;
-  for (const json& e : json::parse(r.body)) {
-    KvPair p;
-    p.key = e.at("Key").get<std::string>();
-    if (e.contains("Value") && !e["Value"].is_null()) {
-      auto bytes = base64_decode(e["Value"].get<std::string>());
-      if (!bytes) throw Error("Consul sent a value that is not base64 for key '" + p.key + "'");
-      p.value = *bytes;
-    }
-    p.session = e.value("Session", "");
-    p.flags = e.value("Flags", std::uint64_t{0});
-    p.lock_index = e.value("LockIndex", std::uint64_t{0});
-    p.modify_index = e.value("ModifyIndex", std::uint64_t{0});
-    out.pairs.push_back(std::move(p));
-  }
+  out.pairs = decoded(op, [&] { return decode_kv_list(r.body, key, recurse); });
   return out;
 }
 
 bool ConsulClient::acquire(const std::string& key, const std::string& value, std::uint64_t flags,
                            const std::string& session) {
-  return answer_is_true(send("PUT", "/v1/kv/" + escape_key(key),
-                             "acquire=" + session + "&flags=" + std::to_string(flags), value,
-                             kRequestTimeout, "write key '" + key + "'"));
+  std::string op = "acquire key '" + printable(key) + "'";
+  HttpResponse r = send("PUT", "/v1/kv/" + escape_key(key),
+                        "acquire=" + escape_session(session) + "&flags=" + std::to_string(flags),
+                        value, kRequestTimeout, op);
+  return decoded(op, [&] { return decode_bool(r.body); });
 }
 
 bool ConsulClient::release(const std::string& key, std::uint64_t flags, const std::string& session) {
-  return answer_is_true(send("PUT", "/v1/kv/" + escape_key(key),
-                             "release=" + session + "&flags=" + std::to_string(flags), "",
-                             kRequestTimeout, "write key '" + key + "'"));
+  std::string op = "release key '" + printable(key) + "'";
+  HttpResponse r = send("PUT", "/v1/kv/" + escape_key(key),
+                        "release=" + escape_session(session) + "&flags=" + std::to_string(flags),
+                        "", kRequestTimeout, op);
+  return decoded(op, [&] { return decode_bool(r.body); });
 }
 
 bool ConsulClient::put_cas(const std::string& key, const std::string& value, std::uint64_t flags,
                            std::uint64_t cas) {
-  return answer_is_true(send("PUT", "/v1/kv/" + escape_key(key),
-                             "cas=" + std::to_string(cas) + "&flags=" + std::to_string(flags),
-                             value, kRequestTimeout, "write key '" + key + "'"));
+  std::string op = "write key '" + printable(key) + "'";
+  HttpResponse r = send("PUT", "/v1/kv/" + escape_key(key),
+                        "cas=" + std::to_string(cas) + "&flags=" + std::to_string(flags), value,
+                        kRequestTimeout, op);
+  return decoded(op, [&] { return decode_bool(r.body); });
 }
 
 bool ConsulClient::delete_cas(const std::string& key, std::uint64_t cas) {
-  return answer_is_true(send("DELETE", "/v1/kv/" + escape_key(key), "cas=" + std::to_string(cas),
-                             "", kRequestTimeout, "delete key '" + key + "'"));
+  std::string op = "delete key '" + printable(key) + "'";
+  HttpResponse r = send("DELETE", "/v1/kv/" + escape_key(key), "cas=" + std::to_string(cas), "",
+                        kRequestTimeout, op);
+  return decoded(op, [&] { return decode_bool(r.body); });
 }
 
 void ConsulClient::delete_key(const std::string& key) {
-  send("DELETE", "/v1/kv/" + escape_key(key), "", "", kRequestTimeout, "delete key '" + key + "'");
+  std::string op = "delete key '" + printable(key) + "'";
+  HttpResponse r = send("DELETE", "/v1/kv/" + escape_key(key), "", "", kRequestTimeout, op);
+  decoded(op, [&] { return decode_bool(r.body); });
 }
 
 std::string ConsulClient::create_session(const json& body) {
-  HttpResponse r = send("PUT", "/v1/session/create", "", body.dump(), kRequestTimeout,
-                        "create a session");
-  return json::parse(r.body).at("ID").get<std::string>();
+  HttpResponse r = send("PUT", "/v1/session/create", "", body.dump(), kRequestTimeout, "create session");
+  if (r.status == 404) throw Error(where("create session") + r.status_text());
+  return decoded("create session", [&] { return decode_session_create(r.body); });
 }
 
 void ConsulClient::renew_session(const std::string& id, milliseconds timeout) {
-  HttpResponse r = send("PUT", "/v1/session/renew/" + id, "", "", timeout, "renew session " + id);
-  if (r.status == 404)
-    throw LeaseGone("Consul says session " + id + " no longer exists (destroyed or expired)");
+  std::string op = "renew session " + id;
+  HttpResponse r = send("PUT", "/v1/session/renew/" + escape_session(id), "", "", timeout, op);
+  bool gone = r.status == 404 || !decoded(op, [&] { return decode_session_info(r.body, id); });
+  if (gone) throw LeaseGone(where(op) + "the session no longer exists (destroyed or expired)");
 }
 
 void ConsulClient::destroy_session(const std::string& id) {
-  send("PUT", "/v1/session/destroy/" + id, "", "", kRequestTimeout, "destroy session " + id);
-}
-
-std::optional<json> ConsulClient::session_info(const std::string& id) {
-  HttpResponse r = send("GET", "/v1/session/info/" + id, "", "", kRequestTimeout,
-                        "read session " + id);
-  json j = json::parse(r.body, nullptr, false);
-  if (r.status == 404 || !j.is_array() || j.empty()) return std::nullopt;
-  return j[0];
+  std::string op = "destroy session " + id;
+  HttpResponse r = send("PUT", "/v1/session/destroy/" + escape_session(id), "", "", kRequestTimeout, op);
+  decoded(op, [&] { return decode_bool(r.body); });
 }
 
 }  // namespace lk

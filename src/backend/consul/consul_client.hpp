@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/consul/consul_reply.hpp"
 #include "net/http_client.hpp"
+#include "util/deadline.hpp"
 
 namespace lk {
 
@@ -23,19 +25,19 @@ struct ConsulConfig {
 };
 
 // The agent answered 5xx: as worth retrying as no answer at all.
-struct ConsulUnavailable : NetworkError {
-  using NetworkError::NetworkError;
-};
-
-struct KvPair {
-  std::string key, value, session;
-  std::uint64_t flags = 0, lock_index = 0, modify_index = 0;
+struct ConsulUnavailable : ServerUnavailable {
+  using ServerUnavailable::ServerUnavailable;
 };
 
 // A read, with the index to wait on for the next change.
 struct KvRead {
   std::vector<KvPair> pairs;
   std::uint64_t index = 0;
+};
+
+// A reply that does not fit what was asked: worth asking again, never a result.
+struct ConsulBadReply : Error {
+  using Error::Error;
 };
 
 // A wait that `Wake::keep_going` ended; the caller knows why.
@@ -46,10 +48,23 @@ struct WaitStopped : Error {
 // How long a blocking query may wait at most before it returns unchanged.
 constexpr std::chrono::seconds kBlockingWait{15};
 
+// Every failure names the agent and the operation: "Consul agent at 127.0.0.1:8500: create
+// session: 503 Service Unavailable (No cluster leader)". No answer is a NetworkError ("cannot
+// reach it"), a 5xx a ConsulUnavailable with the server's Retry-After, a reply that does not fit
+// a ConsulBadReply ("malformed reply (...)"). Session IDs are checked and percent-escaped wherever they
+// go into a URL.
 class ConsulClient {
  public:
   explicit ConsulClient(const ConsulConfig& config);
   ~ConsulClient();
+
+  // Bounds every request from now on: none may outlast `until`, nor take longer than
+  // `per_request`. Cleanup after the child uses it to keep the exit quick when the agent hangs.
+  void limit(Deadline until, std::chrono::milliseconds per_request);
+  // While acquiring: a 5xx whose Retry-After ends before `until` is waited out and the request
+  // sent again. `wake` cuts the pause short (WaitStopped); it must outlive its use here.
+  void wait_out_retry_after(Deadline until, const Wake* wake);
+  void no_retry_after() { retry_until_.reset(); }
 
   // A read of `key` (or everything under it with `recurse`). With `wait_index`, it blocks until
   // the index passes it or kBlockingWait ends. `consistent` asks the leader itself.
@@ -67,19 +82,30 @@ class ConsulClient {
   std::string create_session(const nlohmann::json& body);
   void renew_session(const std::string& id, std::chrono::milliseconds timeout);  // LeaseGone if gone
   void destroy_session(const std::string& id);
-  std::optional<nlohmann::json> session_info(const std::string& id);
 
   const std::string& address() const { return address_; }
 
  private:
   HttpResponse send(const std::string& method, const std::string& path, const std::string& query,
                     const std::string& body, std::chrono::milliseconds timeout,
-                    const std::string& what, const Wake* wake = nullptr);
+                    const std::string& op, const Wake* wake = nullptr);
+  HttpResponse send_once(const std::string& method, const std::string& target,
+                         const std::string& body, std::chrono::milliseconds timeout,
+                         const std::string& op, const Wake* wake);
+  // "Consul agent at ADDRESS: OP: "
+  std::string where(const std::string& op) const;
+  // Decodes with `decode`, turning a reply that does not fit into a ConsulBadReply naming `op`.
+  template <class Decode>
+  auto decoded(const std::string& op, Decode decode) const -> decltype(decode());
 
   std::string address_;
   std::string token_, datacenter_;
   bool stale_;
   std::unique_ptr<HttpClient> http_;
+  Deadline until_ = Deadline::never();
+  std::optional<std::chrono::milliseconds> per_request_;
+  std::optional<Deadline> retry_until_;
+  const Wake* retry_wake_ = nullptr;
 };
 
 }  // namespace lk

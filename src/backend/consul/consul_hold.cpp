@@ -4,9 +4,12 @@
 #include <sys/eventfd.h>
 
 #include "backend/consul/consul_recipes.hpp"
+#include "backend/consul/wait_index.hpp"
 #include "util/log.hpp"
 
 namespace lk {
+
+using std::chrono::milliseconds;
 
 ConsulHold::ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session,
                        ConsulHoldSpec spec)
@@ -39,89 +42,102 @@ void ConsulHold::stop_monitor() {
   if (monitor_.joinable()) monitor_.join();
 }
 
-// Why the hold is gone, or nullopt while it lasts; `index` is where the next query waits.
-std::optional<std::string> ConsulHold::still_held(ConsulClient& client, std::uint64_t& index) {
-  Wake wake{{stop_.get()}, [&] {
-              pollfd p{stop_.get(), POLLIN, 0};
-              return poll(&p, 1, 0) == 0;
-            }};
+bool ConsulHold::monitor_pause(milliseconds pause) const {
+  pollfd p{stop_.get(), POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(pause.count())) == 0;
+}
+
+// Why the hold is gone, or nullopt while it lasts, as a read of the key (or the prefix) says.
+std::optional<std::string> ConsulHold::still_held(const KvRead& r) const {
   const std::string& session = session_->id();
   if (spec_.limit == 1) {
-    KvRead r = client.get(spec_.key, false, index, true, &wake);
-    index = r.index;
     if (r.pairs.empty() || r.pairs[0].session != session)
       return "the key " + spec_.key + " is no longer held by our session " + session +
              " (session destroyed or expired, or the key released or deleted)";
     return std::nullopt;
   }
-  KvRead r = client.get(spec_.prefix, true, index, true, &wake);
-  index = r.index;
   SemaphoreState s = read_semaphore(r.pairs, spec_.prefix, spec_.limit);
   if (!s.holders.contains(session))
     return "our session " + session + " is no longer among the holders in " + lock_key(spec_.prefix);
   return std::nullopt;
 }
 
-// Transient failures (no answer, 5xx) are retried 1 s apart, -monitor-retry times in a row; the
-// keeper's lease-safe deadline bounds the whole affair regardless.
+// A query that fails (no answer, 5xx, a garbled reply) is asked again after a pause, for as long
+// as it takes: api.Lock gives up after -monitor-retry failures, but here the lease keeper decides
+// when an unconfirmed hold must end, by the lease's own deadline, and a monitor that gave up
+// earlier would stop the child while the session is still known to be alive.
 void ConsulHold::monitor() {
   ConsulClient client(config_);
   LeaseKeeper& keeper = session_->keeper();
-  std::uint64_t index = 0;
-  int failures = 0;
+  Wake wake{{stop_.get()}, [this] { return monitor_pause(milliseconds(0)); }};
+  bool lock = spec_.limit == 1;
+  std::string key = lock ? spec_.key : semaphore_keys(spec_.prefix);
+  WaitIndex waits;
   for (;;) {
+    milliseconds pause(0);
     try {
-      if (auto lost = still_held(client, index)) return keeper.lose(*lost);
-      failures = 0;
+      auto sent = Clock::now();
+      KvRead r = client.get(key, !lock, waits.index(), true, &wake);
+      pause = waits.answered(r.index, fingerprint(r.pairs),
+                             std::chrono::duration_cast<milliseconds>(Clock::now() - sent));
+      if (auto lost = still_held(r)) return keeper.lose(*lost);
     } catch (const WaitStopped&) {
       return;
+    } catch (const ServerUnavailable& e) {
+      pause = waits.failed(e.retry_after);
+      verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const NetworkError& e) {
-      if (++failures > spec_.monitor_retry)
-        return keeper.lose(fmt::format("monitoring the lock failed {} times: {}", failures, e.what()));
-      verbose("monitoring the lock failed ({}); retrying in 1s", e.what());
-      index = 0;
-      pollfd p{stop_.get(), POLLIN, 0};
-      if (poll(&p, 1, 1000) > 0) return;
-    } catch (const std::exception& e) {
+      pause = waits.failed();
+      verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
+    } catch (const ConsulBadReply& e) {
+      pause = waits.failed();
+      verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
+    } catch (const std::exception& e) {  // .lock rewritten for another use, permission withdrawn
       return keeper.lose(std::string("monitoring the lock failed: ") + e.what());
     }
+    if (pause.count() > 0 && !monitor_pause(pause)) return;
   }
 }
 
 void ConsulHold::release() {
   if (released_) return;
   released_ = true;
+  Cleanup cleanup(Deadline::after(kCleanupBudget));
+  // At most half the budget for giving the hold up: the session's destruction, which gives up
+  // everything it holds at once, must always get its turn.
+  Deadline give_up_by = Deadline::after(kCleanupBudget / 2);
   stop_monitor();
+  session_->stop_renewing();
   ConsulClient client(config_);
-  try {
-    if (spec_.limit == 1) {
-      client.release(spec_.key, kLockFlags, session_->id());
-    } else {
-      leave_semaphore(client, spec_.prefix, spec_.limit, session_->id());
-    }
-  } catch (const Error& e) {
-    verbose("could not release {} ({}); destroying the session releases it", spec_.key, e.what());
-  }
-  session_->destroy();
-  try {
-    if (spec_.limit == 1) tidy_lock(client, spec_.prefix);
-  } catch (const Error& e) {
-    verbose("could not remove {} ({})", lock_key(spec_.prefix), e.what());
-  }
+  client.limit(cleanup.until(), kCleanupRequestTimeout);
+  const std::string& id = session_->id();
+  bool left = spec_.limit == 1
+                  ? cleanup.run([&] { client.release(spec_.key, kLockFlags, id); }, give_up_by)
+                  : cleanup.run([&] { leave_semaphore(client, spec_.prefix, spec_.limit, id); }, give_up_by);
+  if (!left) verbose("could not give up {} ({}); destroying the session does", spec_.key, cleanup.failure().value_or(""));
+  if (!session_->destroy(cleanup)) return cleanup.report(session_->left_behind());
+  bool tidy = spec_.limit == 1 ? cleanup.run([&] { tidy_lock(client, spec_.prefix); })
+                               : left || cleanup.run([&] { tidy_semaphore(client, spec_.prefix, spec_.limit); });
+  if (!tidy)
+    cleanup.report("the unheld " + lock_key(spec_.prefix) + " stays until the next lock on " +
+                   spec_.prefix + " removes it");
 }
 
 void leave_semaphore(ConsulClient& client, const std::string& prefix, int limit,
                      const std::string& session) {
   // Out of the holders first (check-and-set, retried on a race), then the contender key.
   for (int attempt = 0; attempt < 10; ++attempt) {
-    KvRead r = client.get(prefix, true);
+    KvRead r = client.get(semaphore_keys(prefix), true);
     SemaphoreState s = read_semaphore(r.pairs, prefix, limit);
     if (!s.holders.erase(session)) break;
     if (client.put_cas(lock_key(prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) break;
   }
   client.delete_key(prefix + "/" + session);
-  // Destroy: .lock goes once no contender and no holder is left.
-  KvRead r = client.get(prefix, true);
+  tidy_semaphore(client, prefix, limit);
+}
+
+void tidy_semaphore(ConsulClient& client, const std::string& prefix, int limit) {
+  KvRead r = client.get(semaphore_keys(prefix), true);
   SemaphoreState s = read_semaphore(r.pairs, prefix, limit);
   bool contenders = false;
   for (const KvPair& p : r.pairs)

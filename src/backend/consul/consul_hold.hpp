@@ -1,6 +1,8 @@
 #pragma once
 // A confirmed Consul hold: the session's keeper renews it, and a monitor thread watches the hold
-// with consistent blocking queries, as api.Lock's and api.Semaphore's monitors do.
+// with consistent blocking queries, as api.Lock's and api.Semaphore's monitors do. Only a definite
+// answer ends the hold from here (our key no longer held by our session, our slot gone); a query
+// that fails is asked again, since whether the hold is still confirmed is the keeper's to say.
 #include <memory>
 #include <thread>
 
@@ -16,7 +18,6 @@ struct ConsulHoldSpec {
   int limit = 1;
   std::string key;           // .lock for a lock, the contender key for a semaphore
   std::uint64_t token = 0;   // LockIndex of .lock, or .lock's ModifyIndex after our slot
-  int monitor_retry = 3;
 };
 
 class ConsulHold : public LeasedHold {
@@ -30,8 +31,9 @@ class ConsulHold : public LeasedHold {
  private:
   LeaseKeeper& keeper() const override { return session_->keeper(); }
   void monitor();
-  std::optional<std::string> still_held(ConsulClient& client, std::uint64_t& index);
+  std::optional<std::string> still_held(const KvRead& r) const;
   void stop_monitor();
+  bool monitor_pause(std::chrono::milliseconds pause) const;  // false once stopping
 
   ConsulConfig config_;
   std::unique_ptr<ConsulSession> session_;
@@ -45,6 +47,9 @@ class ConsulHold : public LeasedHold {
 // api.Semaphore's Release and Destroy do. Used on release and when a wait is abandoned.
 void leave_semaphore(ConsulClient& client, const std::string& prefix, int limit,
                      const std::string& session);
+// Removes .lock of a semaphore once no contender and no live holder is left (api.Semaphore's
+// Destroy); a newcomer may win the race.
+void tidy_semaphore(ConsulClient& client, const std::string& prefix, int limit);
 // Removes an unheld .lock of a lock, as api.Lock's Destroy does; a newcomer may win the race.
 void tidy_lock(ConsulClient& client, const std::string& prefix);
 

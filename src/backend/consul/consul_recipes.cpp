@@ -2,11 +2,35 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace lk {
 
 std::string lock_key(const std::string& prefix) { return prefix + "/.lock"; }
+
+std::string semaphore_keys(const std::string& prefix) { return prefix + "/"; }
+
+namespace {
+
+// Go decodes Limit into an int: a whole number in range, or no semaphore of ours.
+std::optional<int> limit_of(const nlohmann::json& j) {
+  auto it = j.find("Limit");
+  if (it == j.end() || it->is_null()) return 0;
+  if (!it->is_number_integer()) return std::nullopt;
+  auto n = it->get<std::int64_t>();
+  if (n < 0 || n > std::numeric_limits<int>::max()) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+int semaphore_limit(const std::string& value) {
+  auto j = nlohmann::json::parse(value, nullptr, false);
+  if (!j.is_object()) return 0;
+  return limit_of(j).value_or(0);
+}
 
 void check_lock_flags(const KvPair& pair) {
   if (pair.flags != kLockFlags) throw Error("Existing key does not match lock use");
@@ -23,7 +47,9 @@ SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::strin
     if (!lock->value.empty()) {
       auto j = nlohmann::json::parse(lock->value, nullptr, false);
       if (!j.is_object()) throw Error("Existing key does not match semaphore use");
-      s.limit = j.value("Limit", 0);
+      auto stated = limit_of(j);
+      if (!stated) throw Error("Existing key does not match semaphore use");
+      s.limit = *stated;
       auto holders = j.find("Holders");
       if (holders != j.end() && holders->is_object())
         for (auto it = holders->begin(); it != holders->end(); ++it)

@@ -21,6 +21,8 @@ constexpr std::uint64_t kLockFlags = 0x2ddccbc058a50c18;       // api.LockFlagVa
 constexpr std::uint64_t kSemaphoreFlags = 0xe0f69a2baa414de0;  // api.SemaphoreFlagValue
 
 std::string lock_key(const std::string& prefix);  // <prefix>/.lock
+// What a semaphore lists: everything under <prefix>/, and not <prefix>-other/ with it.
+std::string semaphore_keys(const std::string& prefix);
 
 // What .lock says of a semaphore; `pairs` is everything under the prefix.
 struct SemaphoreState {
@@ -30,7 +32,10 @@ struct SemaphoreState {
 };
 // Decodes .lock for a semaphore of `limit` and prunes dead holders, as api.Semaphore does.
 // Throws Error with Consul's wording when .lock is a lock's or has another limit.
+// Pure: `pairs` may be anything a server sent.
 SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix, int limit);
+// The Limit a semaphore's .lock states: 0 when it states none, or none that is a number of slots.
+int semaphore_limit(const std::string& value);
 std::string encode_semaphore(const SemaphoreState& s);  // {"Limit":N,"Holders":{...}}, as Go writes it
 
 // Throws Error with Consul's wording when `pair` is not a lock's.

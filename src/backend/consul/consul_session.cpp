@@ -1,15 +1,27 @@
 #include "backend/consul/consul_session.hpp"
 
+#include <poll.h>
+
 #include "cli/duration.hpp"
 #include "util/log.hpp"
 
 namespace lk {
 
 ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& request,
-                             LeaseTiming timing)
-    : client_(config) {
+                             LeaseTiming timing, Deadline deadline, const Interrupt& interrupt)
+    : client_(config), ttl_(timing.ttl) {
+  Wake wake{{interrupt.fd}, [&] {
+              pollfd p{interrupt.fd, POLLIN, 0};
+              return !(interrupt.fd >= 0 && poll(&p, 1, 0) > 0 && interrupt.should_stop());
+            }};
+  client_.wait_out_retry_after(deadline, &wake);
   auto sent = Clock::now();
-  id_ = client_.create_session(request);
+  try {
+    id_ = client_.create_session(request);
+  } catch (const WaitStopped&) {
+    throw Interrupted("interrupted while waiting for the lock");
+  }
+  client_.no_retry_after();
   verbose("Consul agent at {} created session {} ({}); renewing every {}", client_.address(), id_,
           request.dump(), format_go_duration(timing.renew_every));
   auto keeper_client = std::make_shared<ConsulClient>(config);  // the keeper thread's own
@@ -19,18 +31,25 @@ ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& r
   });
 }
 
-ConsulSession::~ConsulSession() { destroy(); }
-
-void ConsulSession::destroy() {
+ConsulSession::~ConsulSession() {
   if (destroyed_) return;
+  Cleanup cleanup(Deadline::after(kCleanupBudget));
+  if (!destroy(cleanup)) cleanup.report(left_behind());
+}
+
+std::string ConsulSession::left_behind() const {
+  return "session " + id_ + " expires by itself after its TTL of " + format_go_duration(ttl_) +
+         ", releasing what it holds";
+}
+
+bool ConsulSession::destroy(Cleanup& cleanup) {
+  if (destroyed_) return true;
   destroyed_ = true;
   keeper_->stop();
-  try {
-    client_.destroy_session(id_);
-    verbose("destroyed session {}", id_);
-  } catch (const Error& e) {
-    verbose("could not destroy session {} ({}); it expires by itself", id_, e.what());
-  }
+  client_.limit(cleanup.until(), kCleanupRequestTimeout);
+  if (!cleanup.run([&] { client_.destroy_session(id_); })) return false;
+  verbose("destroyed session {}", id_);
+  return true;
 }
 
 }  // namespace lk

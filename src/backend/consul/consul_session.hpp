@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backend/backend.hpp"
+#include "backend/consul/consul_cleanup.hpp"
 #include "backend/consul/consul_client.hpp"
 #include "backend/lease/lease_keeper.hpp"
 
@@ -12,19 +14,29 @@ namespace lk {
 
 class ConsulSession {
  public:
-  ConsulSession(const ConsulConfig& config, const nlohmann::json& request, LeaseTiming timing);
+  // A 5xx with a Retry-After that ends before `deadline` is waited out, unless `interrupt` says
+  // stop (Interrupted).
+  ConsulSession(const ConsulConfig& config, const nlohmann::json& request, LeaseTiming timing,
+                Deadline deadline, const Interrupt& interrupt);
+  // Destroys the session within kCleanupBudget if destroy() did not; says so when it cannot.
   ~ConsulSession();
   ConsulSession(const ConsulSession&) = delete;
   ConsulSession& operator=(const ConsulSession&) = delete;
 
   const std::string& id() const { return id_; }
   LeaseKeeper& keeper() { return *keeper_; }
-  // Stops renewing and destroys the session; a failure only leaves it to expire (-verbose says).
-  void destroy();
+  // What is left when the session could not be destroyed, for Cleanup::report.
+  std::string left_behind() const;
+  // Stops renewing; returns once no renewal is under way.
+  void stop_renewing() { keeper_->stop(); }
+  // Stops renewing and destroys the session within the cleanup's time. False when it could not
+  // (the session then expires by itself after its TTL).
+  bool destroy(Cleanup& cleanup);
 
  private:
   ConsulClient client_;
   std::string id_;
+  std::chrono::nanoseconds ttl_;
   std::unique_ptr<LeaseKeeper> keeper_;
   bool destroyed_ = false;
 };

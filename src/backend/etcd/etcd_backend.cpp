@@ -1,5 +1,6 @@
 #include "backend/etcd/etcd_backend.hpp"
 
+#include "backend/etcd/backoff.hpp"
 #include "backend/etcd/etcd_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_queue.hpp"
@@ -20,19 +21,26 @@ struct Queue {
 
 // Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
 Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
-                 bool with_values) {
-  std::string from = prefix + "/";
+                 bool with_values, const Wake* wake = nullptr) {
+  std::string from = prefix + "/", to = prefix_end(from);
   json request = {{"key", base64_encode(from)},
-                  {"range_end", base64_encode(prefix_end(from))},
+                  {"range_end", base64_encode(to)},
                   {"sort_order", "ASCEND"},
                   {"sort_target", "CREATE"},
                   {"keys_only", !with_values}};
   if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
-  json reply = client.call("/v3/kv/range", request);
+  RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
+                                 [&](std::string_view body) { return decode_range(body, from, to); }, wake);
   Queue q;
-  q.revision = etcd_int(reply.value("header", json::object()), "revision");
-  for (const json& kv : reply.value("kvs", json::array()))
-    if (auto c = parse_contender(prefix, etcd_kv(kv))) q.contenders.push_back(std::move(*c));
+  q.revision = reply.revision;
+  for (const KeyValue& kv : reply.kvs) {
+    // Who holds is read off this order: a reply out of it must not count.
+    if (!q.contenders.empty() && kv.create_revision <= q.contenders.back().create_revision)
+      throw client.malformed("range", MalformedReply("keys out of create-revision order"));
+    if (max_revision && kv.create_revision > max_revision)
+      throw client.malformed("range", MalformedReply("a key created after the revision asked for"));
+    if (auto c = parse_contender(prefix, kv)) q.contenders.push_back(std::move(*c));
+  }
   return q;
 }
 
@@ -49,17 +57,26 @@ HolderRecord record_of(const std::string& prefix, const Contender& c) {
   return r;
 }
 
-// One look at the queue: true when we hold; otherwise waits on one watch until something that
-// may let us in happens (or `keep_waiting` says stop), and returns false to look again.
-bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait) {
-  Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled());
-  if (q.contenders.empty() || q.contenders.back().key != me.key)
+// How one look at the queue ended.
+enum class Turn {
+  held,     // fewer than the limit ahead of us
+  changed,  // something that may let us in happened: look again at once
+  quiet,    // the watch ended (or was cut short) with no such news
+};
+
+// One look at the queue: we hold, or we wait on one watch until something that may let us in
+// happens, the stream ends, or `wait` says stop.
+Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait) {
+  Wake wake = wait.wake();
+  Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+  if (q.contenders.empty() || q.contenders.back().key != me.key ||
+      q.contenders.back().create_revision != me.create_revision)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
   Position pos = position_in(q.contenders, me.create_revision, spec.limit);
   if (pos.ahead < spec.limit) {
     verbose("acquired {} (revision {}): {} ahead of us, {} allowed", me.key, me.create_revision,
             pos.ahead, spec.limit);
-    return true;
+    return Turn::held;
   }
   bool head = spec.limit > 1 && pos.ahead == spec.limit;
   json watch;
@@ -74,23 +91,26 @@ bool wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, Le
   verbose("waiting with {} ahead of us; {}", pos.ahead,
           head ? "first in line, so any holder's release lets us in"
                : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
-  bool changed = false;
-  Wake wake = wait.wake();
-  client.watch(watch, [&](const json& result) {
-    for (const json& event : result.value("events", json::array())) {
-      bool deleted = event.value("type", "PUT") == "DELETE";
-      if (head)
-        changed = deleted && etcd_int(event.value("prev_kv", json::object()), "create_revision") <
-                                 me.create_revision;
+  Turn turn = Turn::quiet;
+  client.watch(watch, [&](const WatchMessage& m) {
+    for (const WatchEvent& event : m.events) {
+      bool changed;
+      if (head)  // a key ahead of us went (a deleted key's create revision is in its prev_kv)
+        changed = event.deleted && (!event.prev_kv || event.prev_kv->create_revision < me.create_revision);
       else
-        changed = deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
-      if (changed) return false;
+        changed = event.deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
+      if (changed) {
+        turn = Turn::changed;
+        return false;
+      }
     }
-    if (auto why = cancel_reason(result)) throw EtcdError("etcd ended our watch: " + *why, 0);
-    changed = result.value("canceled", false);  // compacted away: read the queue again
-    return !changed;
-  }, wake.fds, wake.keep_going);
-  return false;
+    if (m.canceled && m.compact_revision == 0)
+      throw EtcdError(client.where("watch") + "etcd ended it: " +
+                      (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+    if (m.canceled) turn = Turn::changed;  // compacted away: read the queue again
+    return !m.canceled;
+  }, wake);
+  return turn;
 }
 
 }  // namespace
@@ -130,37 +150,55 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
                config_.lease.value.value_or(record.to_json())};
   // As etcd's mutex does: put only if absent, else read. A put that timed out may still have
-  // been applied; its retry then finds our key and its revision instead of queueing twice.
+  // been applied; its retry then finds our key and its revision instead of queueing twice. Both
+  // branches read the key back, so that the reply shows it is ours: our lease, a real revision.
   json kv = {{"key", base64_encode(me.key)},
              {"value", base64_encode(me.value)},
              {"lease", std::to_string(lease->id())}};
+  json read = {{"request_range", {{"key", kv["key"]}}}};
   json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
                             {"result", "EQUAL"}}}},
-              {"success", {{{"request_put", kv}}}},
-              {"failure", {{{"request_range", {{"key", kv["key"]}}}}}}};
-  json reply = client.call("/v3/kv/txn", txn, budget());
-  if (reply.value("succeeded", false)) {
-    me.create_revision = etcd_int(reply["header"], "revision");
-  } else {
-    auto found = reply["responses"][0]["response_range"].value("kvs", json::array());
-    if (found.empty()) throw Error("etcd lost our key " + me.key + " as we queued");
-    me.create_revision = etcd_kv(found[0]).create_revision;
-  }
+              {"success", {{{"request_put", kv}}, read}},
+              {"failure", {read}}};
+  std::int64_t lease_id = lease->id();
+  QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, budget(), [&](std::string_view body) {
+    return decode_queue_txn(body, me.key, lease_id);
+  });
+  me.create_revision = queued.create_revision;
   verbose("queued as {} (revision {})", me.key, me.create_revision);
 
   LeaseWait wait(deadline, interrupt, lease->keeper());
+  Backoff backoff;
+  int quick_news = 0;  // looks in a row whose watch brought news as soon as it opened
   while (wait.keep_going()) {
+    std::chrono::milliseconds pause;
     try {
-      if (wait_turn(client, spec, me, wait)) {
+      auto opened = Clock::now();
+      Turn turn = wait_turn(client, spec, me, wait);
+      if (turn == Turn::held) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
-        if (spec.limit > 1) client.call("/v3/kv/put", kv);
+        if (spec.limit > 1) client.call("put", "/v3/kv/put", kv, std::chrono::seconds(5), decode_header);
         return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix);
       }
+      // A watch that lasted: look again at once. News that came at once: look again at once,
+      // the first time; a server that has news each time at once, or ends each watch at once,
+      // is asked again only after a backoff.
+      bool lasted = Clock::now() - opened >= backoff.cap();
+      quick_news = turn == Turn::changed && !lasted ? quick_news + 1 : 0;
+      if (lasted) backoff.reset();
+      if (lasted || quick_news == 1) continue;
+      pause = backoff.next();
+    } catch (const Cancelled&) {
+      continue;  // the wait is over: keep_going() says why
     } catch (const NetworkError& e) {
-      // The lease lives on while the keeper can renew it; the queue is read again once etcd answers.
-      verbose("{}; trying again in 1s", e.what());
-      wait.pause(std::chrono::seconds(1));
+      // The lease lives on while the keeper can renew it; the queue is read again once etcd
+      // answers, or when the server said it would.
+      pause = backoff.next();
+      if (auto* busy = dynamic_cast<const ServerUnavailable*>(&e); busy && busy->retry_after)
+        pause = std::max<std::chrono::milliseconds>(pause, *busy->retry_after);
+      verbose("{}; trying again in {}ms", e.what(), pause.count());
     }
+    wait.pause(pause);
   }
   wait.throw_why(spec.prefix);
 }

@@ -1,35 +1,19 @@
 #include "backend/etcd/etcd_client.hpp"
 
-#include "net/base64.hpp"
+#include <exception>
+#include <optional>
+
 #include "util/deadline.hpp"
 #include "util/log.hpp"
 
 namespace lk {
 
 using nlohmann::json;
+using std::chrono::milliseconds;
 
-std::int64_t etcd_int(const json& object, const char* field) {
-  auto it = object.find(field);
-  if (it == object.end() || it->is_null()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  return it->get<std::int64_t>();
-}
+namespace {
 
-KeyValue etcd_kv(const json& kv) {
-  auto decode = [&](const char* field) {
-    auto it = kv.find(field);
-    if (it == kv.end()) return std::string();
-    auto bytes = base64_decode(it->get<std::string>());
-    if (!bytes) throw Error(std::string("etcd sent a ") + field + " that is not base64");
-    return *bytes;
-  };
-  return {decode("key"), decode("value"), etcd_int(kv, "create_revision")};
-}
-
-std::optional<std::string> cancel_reason(const json& result) {
-  if (!result.value("canceled", false) || etcd_int(result, "compact_revision") > 0) return std::nullopt;
-  return result.value("cancel_reason", std::string("the server cancelled the watch"));
-}
+}  // namespace
 
 std::string prefix_end(const std::string& key_prefix) {
   std::string end = key_prefix;
@@ -46,6 +30,14 @@ EtcdClient::EtcdClient(EtcdConfig config) : config_(std::move(config)) {
 EtcdClient::~EtcdClient() = default;
 
 const std::string& EtcdClient::endpoint() const { return config_.endpoints[current_]; }
+
+std::string EtcdClient::where(std::string_view op) const {
+  return "etcd at " + printable(endpoint()) + ": " + std::string(op) + ": ";
+}
+
+Error EtcdClient::malformed(std::string_view op, const MalformedReply& e) const {
+  return Error(where(op) + "malformed reply (" + e.what() + ")");
+}
 
 HttpClient& EtcdClient::http() {
   if (!http_) {
@@ -64,72 +56,109 @@ void EtcdClient::next_endpoint(const std::string& why) {
   verbose("{}; trying etcd at {}", why, endpoint());
 }
 
-std::vector<std::string> EtcdClient::auth_headers(std::chrono::milliseconds timeout, bool renew_token) {
+std::vector<std::string> EtcdClient::auth_headers(milliseconds timeout, bool renew_token) {
   if (config_.user.empty()) return {};
   if (token_.empty() || renew_token) {
     json body = {{"name", config_.user}, {"password", config_.password}};
-    auto r = http().request("POST", "/v3/auth/authenticate", body.dump(), timeout);
-    json reply = json::parse(r.body, nullptr, false);
-    if (r.status != 200 || !reply.contains("token"))
-      throw Error("etcd at " + endpoint() + " refused user '" + config_.user + "': " +
-                  reply.value("message", r.body));
-    token_ = reply["token"].get<std::string>();
+    HttpResponse r;
+    try {
+      r = http().request("POST", "/v3/auth/authenticate", body.dump(), timeout);
+    } catch (const ReplyTooLarge& e) {
+      throw Error(where("authenticate") + e.what());
+    }
+    if (r.status >= 500)
+      throw ServerUnavailable(where("authenticate") + r.status_text(), r.retry_after());
+    if (r.status != 200) {
+      EtcdStatus s = decode_status(r.body);
+      throw Error("etcd at " + printable(endpoint()) + " refused user '" + printable(config_.user) +
+                  "': " + (s.message.empty() ? r.status_text() : s.message));
+    }
+    try {
+      token_ = decode_auth_token(r.body);
+    } catch (const MalformedReply& e) {
+      throw malformed("authenticate", e);
+    }
   }
   return {"Authorization: " + token_};
 }
 
-json EtcdClient::call(const std::string& path, const json& body, std::chrono::milliseconds timeout) {
-  // One budget for the whole call, however many endpoints and logins it takes.
+HttpResponse EtcdClient::send(const std::string& path, const std::string& body, milliseconds timeout,
+                              const Wake* wake) {
+  auto headers = auth_headers(timeout);
+  if (!wake) return http().request("POST", path, body, timeout, headers);
+  auto r = http().request_until("POST", path, body, timeout, headers, wake->fds, wake->keep_going);
+  if (!r) throw Cancelled("stopped");
+  return std::move(*r);
+}
+
+std::string EtcdClient::call_raw(std::string_view op, const std::string& path, const json& body,
+                                 milliseconds timeout, const Wake* wake) {
   auto end = Clock::now() + timeout;
-  auto left = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-  };
-  std::string last_failure = "no time left to try";
-  for (std::size_t attempt = 0; attempt < config_.endpoints.size() && left().count() > 0; ++attempt) {
-    try {
-      auto r = http().request("POST", path, body.dump(), left(), auth_headers(left()));
-      json reply = json::parse(r.body, nullptr, false);
-      // Simple tokens expire when unused for a while: log in again, once.
-      if (!config_.user.empty() && reply.is_object() &&
-          reply.value("message", "").find("invalid auth token") != std::string::npos) {
-        r = http().request("POST", path, body.dump(), left(), auth_headers(left(), true));
-        reply = json::parse(r.body, nullptr, false);
+  auto left = [&] { return std::chrono::duration_cast<milliseconds>(end - Clock::now()); };
+  std::string request = body.dump();
+  std::exception_ptr last;  // the last endpoint's failure, thrown when none answered
+  for (;;) {
+    std::optional<std::chrono::seconds> retry_after;
+    for (std::size_t attempt = 0; attempt < config_.endpoints.size() && left().count() > 0; ++attempt) {
+      try {
+        HttpResponse r = send(path, request, left(), wake);
+        // Simple tokens expire when unused for a while: log in again, once.
+        if (!config_.user.empty() && r.status != 200 &&
+            decode_status(r.body).message.find("invalid auth token") != std::string::npos) {
+          auth_headers(left(), true);
+          r = send(path, request, left(), wake);
+        }
+        if (r.status == 200) return std::move(r.body);
+        EtcdStatus status = decode_status(r.body);
+        std::string what = where(op) + r.status_text() +
+                           (status.message.empty() ? "" : " (" + status.message + ")");
+        // 5xx or 14 Unavailable: this member has no leader or is stopping; another may do.
+        if (r.status >= 500 || status.code == 14) {
+          retry_after = r.retry_after();
+          last = std::make_exception_ptr(ServerUnavailable(what, retry_after));
+          next_endpoint(what);
+          continue;
+        }
+        throw EtcdError(what, status.code);
+      } catch (const ServerUnavailable& e) {  // from a login
+        last = std::current_exception();
+        retry_after = e.retry_after;
+        next_endpoint(e.what());
+      } catch (const NetworkError& e) {
+        std::string what = where(op) + "cannot reach it (" + e.what() + ")";
+        last = std::make_exception_ptr(NetworkError(what));
+        next_endpoint(what);
+      } catch (const ReplyTooLarge& e) {
+        throw Error(where(op) + e.what());
       }
-      if (r.status == 200 && reply.is_object()) return reply;
-      std::string message = reply.is_object() ? reply.value("message", r.body) : r.body;
-      int code = reply.is_object() ? reply.value("code", 0) : 0;
-      // 14 Unavailable: this member has no leader or is stopping; another one may do.
-      if (code == 14 || (r.status >= 500 && code == 0)) {
-        last_failure = endpoint() + ": " + message;
-        next_endpoint(last_failure);
-        continue;
-      }
-      throw EtcdError("etcd at " + endpoint() + " said: " + message, code);
-    } catch (const NetworkError& e) {
-      last_failure = e.what();
-      next_endpoint(last_failure);
     }
+    // Every endpoint failed. A server that said when to come back gets another round, if that
+    // is before our time is up.
+    if (!retry_after || left() <= *retry_after) break;
+    verbose("{}asked to retry in {}s", where(op), retry_after->count());
+    if (!pause_unless_woken(*retry_after, wake)) throw Cancelled("stopped");
   }
-  throw NetworkError("cannot reach etcd (" + last_failure + ")");
+  if (!last) throw NetworkError(where(op) + "no time left to ask");
+  std::rethrow_exception(last);
 }
 
 void EtcdClient::watch(const json& create_request,
-                       const std::function<bool(const json&)>& on_result,
-                       const std::vector<int>& wake_fds, const std::function<bool()>& keep_going) {
-  std::string pending;
+                       const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake) {
+  LineSplitter lines;
+  std::string start;  // the first bytes, for the message when the status is not 200
   std::exception_ptr failure;  // exceptions must not cross libcurl's C frames
   auto on_data = [&](std::string_view data) {
-    pending.append(data);
+    if (start.size() < 256) start.append(data.substr(0, 256 - start.size()));
     try {
-      // The gateway writes one JSON object per line.
-      for (std::size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
-        json message = json::parse(pending.substr(0, eol), nullptr, false);
-        pending.erase(0, eol + 1);
-        if (message.is_discarded()) continue;
-        if (message.contains("error"))
-          throw EtcdError("etcd watch failed: " + message["error"].value("message", message.dump()),
-                          message["error"].value("grpc_code", 0));
-        if (message.contains("result") && !on_result(message["result"])) return false;
+      for (const std::string& line : lines.feed(data)) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        WatchMessage message = decode_watch_message(line);
+        if (message.error) {
+          std::string what = where("watch") + message.error->message;
+          if (message.error->code == 14) throw ServerUnavailable(what, std::nullopt);
+          throw EtcdError(what, message.error->code);
+        }
+        if (!on_message(message)) return false;
       }
       return true;
     } catch (...) {
@@ -138,18 +167,35 @@ void EtcdClient::watch(const json& create_request,
     }
   };
   json body = {{"create_request", create_request}};
+  long status = 0;
   try {
     // Without a leader a member would keep the stream open and silent; with this header it
     // cancels it instead, as clientv3.WithRequireLeader asks.
     auto headers = auth_headers(std::chrono::seconds(5));
     headers.push_back("Grpc-Metadata-Hasleader: true");
-    long status = http().stream("POST", "/v3/watch", body.dump(), on_data, wake_fds, keep_going,
-                                headers);
-    if (failure) std::rethrow_exception(failure);
-    if (status != 200 && status != 0) throw EtcdError("etcd watch failed with HTTP status " + std::to_string(status), 0);
+    status = http().stream("POST", "/v3/watch", body.dump(), on_data, wake.fds, wake.keep_going, headers);
+  } catch (const ServerUnavailable&) {
+    throw;  // from a login
   } catch (const NetworkError& e) {
-    next_endpoint(e.what());
-    throw;
+    std::string what = where("watch") + "cannot reach it (" + e.what() + ")";
+    next_endpoint(what);
+    throw NetworkError(what);
+  }
+  // A failed request's body is an error, not watch messages: its status says more.
+  if (status != 200 && status != 0) {
+    HttpResponse r;
+    r.status = status;
+    EtcdStatus s = decode_status(start);
+    std::string what = where("watch") + r.status_text() + (s.message.empty() ? "" : " (" + s.message + ")");
+    if (status >= 500) throw ServerUnavailable(what, std::nullopt);
+    throw EtcdError(what, s.code);
+  }
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const MalformedReply& e) {
+      throw malformed("watch", e);
+    }
   }
 }
 

@@ -1,16 +1,20 @@
 #pragma once
 // etcd v3 through its JSON gateway (measured on etcd 3.4): every call is a POST of JSON, keys and
-// values are base64, 64-bit numbers come back as strings and zero values are left out.
-// One client per thread: it owns one connection.
+// values are base64, 64-bit numbers come back as strings and zero values are left out. Replies
+// are decoded and checked by etcd_reply.hpp. One client per thread: it owns one connection.
+//
+// Every error names the server and the operation: "etcd at http://10.0.0.1:2379: lease grant:
+// 503 Service Unavailable".
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "backend/etcd/etcd_reply.hpp"
 #include "net/http_client.hpp"
 
 namespace lk {
@@ -21,23 +25,17 @@ struct EtcdConfig {
   std::string user, password;  // auth, when user is not empty
 };
 
-// etcd answered with an error (as opposed to not answering).
+// etcd answered, and said no (as opposed to not answering, or answering 5xx).
 struct EtcdError : Error {
   EtcdError(const std::string& what, int code) : Error(what), code(code) {}
   int code;  // gRPC status code; 5 is NotFound
 };
 
-struct KeyValue {
-  std::string key, value;
-  std::int64_t create_revision = 0;
+// A call cut short because its Wake said stop.
+struct Cancelled : Error {
+  using Error::Error;
 };
 
-// A watch the server ended other than by compaction (permissions, no leader): its reason.
-std::optional<std::string> cancel_reason(const nlohmann::json& watch_result);
-
-// A field the gateway sends as a string (int64) or leaves out when zero.
-std::int64_t etcd_int(const nlohmann::json& object, const char* field);
-KeyValue etcd_kv(const nlohmann::json& kv);  // decodes key and value
 std::string prefix_end(const std::string& key_prefix);  // the range_end covering key_prefix*
 
 class EtcdClient {
@@ -45,20 +43,39 @@ class EtcdClient {
   explicit EtcdClient(EtcdConfig config);
   ~EtcdClient();
 
-  // One unary call, e.g. call("/v3/kv/range", {...}). Fails over to the next endpoint when one
-  // cannot be reached; throws NetworkError when none could, EtcdError when etcd said no.
-  nlohmann::json call(const std::string& path, const nlohmann::json& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // One unary call, e.g. call("range", "/v3/kv/range", {...}, timeout, decode_header), within
+  // `timeout` all told, however many endpoints, logins and Retry-Afters it takes. Fails over to
+  // the next endpoint when one cannot be reached or answers 5xx. Returns what `decode` makes of
+  // the body of a 200 reply. Throws ServerUnavailable (5xx, with the server's Retry-After),
+  // NetworkError (no answer), EtcdError (etcd said no), Cancelled (when `wake` said stop), and
+  // Error for a reply too large or malformed.
+  template <class Decode>
+  auto call(std::string_view op, const std::string& path, const nlohmann::json& body,
+            std::chrono::milliseconds timeout, Decode&& decode, const Wake* wake = nullptr) {
+    std::string reply = call_raw(op, path, body, timeout, wake);
+    try {
+      return decode(std::string_view(reply));
+    } catch (const MalformedReply& e) {
+      throw malformed(op, e);
+    }
+  }
 
-  // Opens a watch and hands each of its results to `on_result` until it returns false, or
-  // `keep_going` (asked when a `wake_fds` descriptor is readable, and each second) returns false.
+  // Opens a watch and hands each of its messages to `on_message` until it returns false, the
+  // server ends the stream, or `wake` says stop. Throws as call() does; a stream that fails
+  // with "Unavailable" (no leader) throws ServerUnavailable.
   void watch(const nlohmann::json& create_request,
-             const std::function<bool(const nlohmann::json&)>& on_result,
-             const std::vector<int>& wake_fds, const std::function<bool()>& keep_going);
+             const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake);
 
   const std::string& endpoint() const;
+  // "etcd at http://10.0.0.1:2379: lease grant: ", the start of every message about `op`.
+  std::string where(std::string_view op) const;
+  Error malformed(std::string_view op, const MalformedReply& e) const;
 
  private:
+  std::string call_raw(std::string_view op, const std::string& path, const nlohmann::json& body,
+                       std::chrono::milliseconds timeout, const Wake* wake);
+  HttpResponse send(const std::string& path, const std::string& body,
+                    std::chrono::milliseconds timeout, const Wake* wake);
   HttpClient& http();
   std::vector<std::string> auth_headers(std::chrono::milliseconds timeout, bool renew_token = false);
   void next_endpoint(const std::string& why);

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include "backend/etcd/backoff.hpp"
 #include "net/base64.hpp"
 #include "util/log.hpp"
 
@@ -39,15 +40,18 @@ void EtcdHold::stop_watch() {
 }
 
 // Revoking the lease deletes our key with it, in the same write: one write to etcd's disk less
-// than a delete and a revoke, on every run.
+// than a delete and a revoke, on every run. One budget for the whole of it, however etcd fares.
 void EtcdHold::release() {
+  Deadline budget = Deadline::after(kReleaseBudget);
   stop_watch();
-  lease_->revoke();
+  lease_->revoke(budget);
 }
 
 // Runs until told to stop. Each (re)connection first reads our key outside the stream: it must
 // still be the one we created (same create revision); the watch then starts just after that
-// read, so no deletion can fall between two streams.
+// read, so no deletion can fall between two streams. A stream that ends soon after it opened
+// made no progress, and the next one waits on a backoff: a server that closes streams at once
+// must not make us spin.
 void EtcdHold::watch_own_key() {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
@@ -55,29 +59,44 @@ void EtcdHold::watch_own_key() {
     pollfd p{stop_watch_.get(), POLLIN, 0};
     return poll(&p, 1, 0) > 0 || keeper.reason().has_value();
   };
+  Wake wake{{stop_watch_.get(), keeper.loss_fd()}, [&] { return !stopping(); }};
+  Backoff backoff;
   while (!stopping()) {
+    auto opened = Clock::now();
     try {
-      json r = client.call("/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}});
-      auto kvs = r.value("kvs", json::array());
-      if (kvs.empty() || etcd_kv(kvs[0]).create_revision != me_.create_revision)
+      RangeReply r = client.call(
+          "range", "/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}},
+          std::chrono::seconds(5), [&](std::string_view body) { return decode_range(body, me_.key); },
+          &wake);
+      if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision)
         return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
-      json request = {{"key", base64_encode(me_.key)},
-                      {"start_revision", std::to_string(etcd_int(r["header"], "revision") + 1)}};
-      client.watch(request, [&](const json& result) {
-        if (auto why = cancel_reason(result)) throw EtcdError("etcd ended our watch: " + *why, 0);
-        for (const json& event : result.value("events", json::array())) {
-          if (event.value("type", "PUT") == "DELETE") {
+      json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(r.revision + 1)}};
+      client.watch(request, [&](const WatchMessage& m) {
+        if (m.canceled && m.compact_revision == 0)
+          throw EtcdError(client.where("watch") + "etcd ended it: " +
+                          (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+        for (const WatchEvent& event : m.events) {
+          if (event.deleted) {
             keeper.lose("our key " + me_.key + " was deleted (lease revoked or expired, or removed by hand)");
             return false;
           }
         }
-        return !result.value("canceled", false);  // compacted: read the key again
-      }, {stop_watch_.get(), keeper.loss_fd()}, [&] { return !stopping(); });
+        return !m.canceled;  // compacted: read the key again
+      }, wake);
+      if (stopping()) return;
+      if (Clock::now() - opened >= backoff.cap()) {
+        backoff.reset();
+        continue;
+      }
+    } catch (const Cancelled&) {
+      return;
     } catch (const std::exception& e) {
-      verbose("watching {} failed ({}); watching again in 1s", me_.key, e.what());
-      pollfd p{stop_watch_.get(), POLLIN, 0};
-      poll(&p, 1, 1000);
+      verbose("watching {} failed ({})", me_.key, e.what());
     }
+    auto pause = backoff.next();
+    verbose("watching {} again in {}ms", me_.key, pause.count());
+    pollfd p{stop_watch_.get(), POLLIN, 0};
+    poll(&p, 1, static_cast<int>(pause.count()));
   }
 }
 

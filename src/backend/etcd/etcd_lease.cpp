@@ -1,5 +1,11 @@
 #include "backend/etcd/etcd_lease.hpp"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <thread>
+
+#include "backend/etcd/backoff.hpp"
 #include "cli/duration.hpp"
 #include "util/log.hpp"
 
@@ -7,45 +13,84 @@ namespace lk {
 
 using nlohmann::json;
 
+namespace {
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+}  // namespace
+
 EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
                      std::chrono::milliseconds grant_timeout)
-    : client_(config) {
+    : client_(config), stopping_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!stopping_) throw sys_error("eventfd");
   auto ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(timing.ttl).count();
   auto sent = Clock::now();
-  json reply = client_.call("/v3/lease/grant", {{"TTL", ttl_seconds}}, grant_timeout);
-  id_ = etcd_int(reply, "ID");
-  if (!id_) throw Error("etcd granted no lease: " + reply.dump());
+  LeaseGrant grant = client_.call("lease grant", "/v3/lease/grant", {{"TTL", ttl_seconds}},
+                                  grant_timeout, decode_lease_grant);
+  id_ = grant.id;
   // etcd may grant a longer TTL than asked (its minimum), never a shorter one: counting with
   // ours stays on the safe side.
-  verbose("etcd at {} granted lease {:x} with a TTL of {}s; renewing every {}", client_.endpoint(),
-          id_, etcd_int(reply, "TTL"), format_go_duration(timing.renew_every));
+  ttl_ = std::chrono::seconds(std::max<std::int64_t>(grant.ttl, ttl_seconds));
+  verbose("etcd at {} granted lease {:x} with a TTL of {}s", client_.endpoint(), id_, grant.ttl);
 
   // The keeper's thread has a connection of its own.
   auto keeper_client = std::make_shared<EtcdClient>(config);
   std::int64_t id = id_;
-  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id](std::chrono::milliseconds timeout) {
-    json reply = keeper_client->call("/v3/lease/keepalive", {{"ID", std::to_string(id)}}, timeout);
+  int stop_fd = stopping_.get();  // outlives the keeper: declared before it
+  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id, stop_fd](std::chrono::milliseconds timeout) {
+    Wake wake{{stop_fd}, [stop_fd] { return !readable(stop_fd); }};
+    KeepAlive reply;
+    try {
+      reply = keeper_client->call("lease keepalive", "/v3/lease/keepalive", {{"ID", std::to_string(id)}},
+                                  timeout, [id](std::string_view body) { return decode_keepalive(body, id); },
+                                  &wake);
+    } catch (const Cancelled&) {
+      return;  // renewals are over: nobody waits for this one's answer
+    }
+    std::string where = keeper_client->where("lease keepalive");
+    if (reply.error && reply.error->code == 14) throw ServerUnavailable(where + reply.error->message, std::nullopt);
+    if (reply.error && reply.error->code != 5) throw EtcdError(where + reply.error->message, reply.error->code);
     // etcd answers a keepalive for a lease it no longer has with no TTL at all.
-    if (etcd_int(reply.value("result", json::object()), "TTL") <= 0)
+    if (reply.error || reply.ttl == 0)
       throw LeaseGone(fmt::format("etcd says lease {:x} no longer exists (revoked or expired)", id));
   });
 }
 
-EtcdLease::~EtcdLease() { revoke(); }
+EtcdLease::~EtcdLease() { revoke(Deadline::after(kReleaseBudget)); }
 
-void EtcdLease::revoke() {
+void EtcdLease::revoke(Deadline budget) {
   if (revoked_) return;
   revoked_ = true;
+  std::uint64_t one = 1;
+  (void)!write(stopping_.get(), &one, sizeof one);
   keeper_->stop();
-  try {
-    client_.call("/v3/lease/revoke", {{"ID", std::to_string(id_)}}, std::chrono::seconds(1));
-    verbose("revoked lease {:x}", id_);
-  } catch (const EtcdError& e) {
-    // NotFound: expired or revoked by someone else, gone all the same.
-    if (e.code != 5) verbose("could not revoke lease {:x} ({}); it expires by itself", id_, e.what());
-  } catch (const Error& e) {
-    verbose("could not revoke lease {:x} ({}); it expires by itself", id_, e.what());
+  std::string failure;
+  Backoff backoff(std::chrono::milliseconds(50), std::chrono::milliseconds(500));
+  while (true) {
+    try {
+      client_.call("lease revoke", "/v3/lease/revoke", {{"ID", std::to_string(id_)}},
+                   budget.left(kReleaseBudget), decode_header);
+      verbose("revoked lease {:x}", id_);
+      return;
+    } catch (const EtcdError& e) {
+      if (e.code == 5) return;  // NotFound: expired or revoked by someone else, gone all the same
+      failure = e.what();
+      break;  // etcd said no (permissions, say): asking again changes nothing
+    } catch (const NetworkError& e) {  // 5xx or no answer: worth another try while time is left
+      failure = e.what();
+    } catch (const Error& e) {
+      failure = e.what();
+      break;
+    }
+    auto pause = backoff.next();
+    if (budget.left(kReleaseBudget) <= pause) break;
+    std::this_thread::sleep_for(pause);
   }
+  fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n", failure,
+             id_, format_go_duration(ttl_));
 }
 
 }  // namespace lk

@@ -7,8 +7,13 @@
 
 #include "backend/etcd/etcd_client.hpp"
 #include "backend/lease/lease_keeper.hpp"
+#include "util/unique_fd.hpp"
 
 namespace lk {
+
+// After the child has ended, giving the hold up may take this long at most, even when etcd
+// hangs: past it, the lease is left to expire by itself.
+constexpr std::chrono::seconds kReleaseBudget(3);
 
 class EtcdLease {
  public:
@@ -19,13 +24,16 @@ class EtcdLease {
 
   std::int64_t id() const { return id_; }
   LeaseKeeper& keeper() { return *keeper_; }
-  // Stops renewing and revokes, which also deletes every key attached to the lease. A failure
-  // only costs tidiness (the lease expires by itself), so it is reported under -verbose only.
-  void revoke();
+  // Stops renewing and revokes, which deletes every key attached to the lease in the same write.
+  // Tries until `budget` passes (5xx answers and dropped connections are retried); when it could
+  // not, says once on stderr that the lease will expire by itself.
+  void revoke(Deadline budget);
 
  private:
   EtcdClient client_;  // for grant and revoke, from the owner's thread
   std::int64_t id_ = 0;
+  std::chrono::seconds ttl_;
+  UniqueFd stopping_;  // an eventfd: readable once renewals must stop, so one in flight ends at once
   std::unique_ptr<LeaseKeeper> keeper_;
   bool revoked_ = false;
 };

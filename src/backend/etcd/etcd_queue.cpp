@@ -13,6 +13,7 @@ std::string contender_key(const std::string& prefix, std::int64_t lease, int lim
 
 std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv) {
   std::string_view name(kv.key);
+  if (!name.starts_with(prefix + "/")) return std::nullopt;
   name.remove_prefix(prefix.size() + 1);
   if (name.find('/') != std::string_view::npos) return std::nullopt;
   Contender c{kv.key, kv.create_revision, 1, kv.value};

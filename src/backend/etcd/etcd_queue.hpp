@@ -35,7 +35,8 @@ struct Contender {
 };
 
 std::string contender_key(const std::string& prefix, std::int64_t lease, int limit);
-// nullopt for keys below "<prefix>/" that belong to a longer prefix ("<prefix>/a/b").
+// nullopt for keys below "<prefix>/" that belong to a longer prefix ("<prefix>/a/b"), and for
+// keys not below it at all.
 std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv);
 
 struct Position {

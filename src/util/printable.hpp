@@ -1,0 +1,13 @@
+#pragma once
+// Text a server or a user chose, made fit for a one-line message: what is not printable ASCII
+// escaped (\n, \x1b), backslashes doubled so that the escapes stay unambiguous, and cut to about
+// `max` bytes with "..." so that a huge reply or argument cannot flood the terminal.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace lk {
+
+std::string printable(std::string_view text, std::size_t max = 200);
+
+}  // namespace lk
