@@ -6,6 +6,8 @@ packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev d
           python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev"
 # The etcd backend's tests run a real etcd and etcdctl lock beside lock.
 packages="$packages etcd-server etcd-client"
+# The fuzz targets of tests/fuzz: libFuzzer comes with clang.
+packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The benchmark's peers (flock is in util-linux).
 packages="$packages parallel"
 # Building the Debian package and checking it as tests/packaging does.

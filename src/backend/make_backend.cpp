@@ -41,7 +41,7 @@ static TlsOptions tls_options(const ApiOptions& api) {
 
 std::unique_ptr<Backend> make_backend(const Options& o) {
   if (o.backend == "local")
-    return std::make_unique<LocalBackend>(o.state_dir, o.state_dir_is_default, o.status);
+    return std::make_unique<LocalBackend>(o.state_dir, o.status);
 #ifdef LOCK_WITH_NETWORK
   if (o.backend == "etcd") {
     EtcdConfig client{o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};

@@ -5,7 +5,6 @@
 #include <climits>
 #include <cstdlib>
 
-#include "backend/local/state_dir.hpp"
 #include "backend/prefix.hpp"
 #include "cli/duration.hpp"
 #include "cli/go_flags.hpp"
@@ -127,8 +126,8 @@ struct Cli {
         ->option_text("=<name>")
         ->envname("LOCK_BACKEND");
     app.add_option("--state-dir", o.state_dir,
-                   "Directory of the local backend's lock files (default " +
-                       default_state_dir() + ")")
+                   "Directory of the local backend's lock files (default /run/lock/lock, "
+                   "/run/lock/lock-<uid> or /tmp/lock-<uid>)")
         ->option_text("=<path>")
         ->envname("LOCK_STATE_DIR");
     app.add_flag("--status", o.status,
@@ -241,8 +240,9 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
     throw UsageError("-" + flag + " applies to the " + which + " backend" +
                      (backends.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
   }
-  o.state_dir_is_default = o.state_dir.empty();
-  if (o.state_dir_is_default) o.state_dir = default_state_dir();
+  // An empty value would otherwise mean the default, silently: a typo'd variable in a script.
+  if (was_given("state-dir") && o.state_dir.empty())
+    throw UsageError("-state-dir must not be empty (leave it out for the default)");
 
   if (o.backend == "etcd") {
     // etcdctl's own variables stand in for Consul's where no flag is given.

@@ -27,8 +27,7 @@ struct Options {
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
   std::string backend;  // local, consul, etcd, zookeeper
   std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...
-  std::string state_dir;
-  bool state_dir_is_default = true;
+  std::string state_dir;  // as the user gave it; empty: the local backend's default
   ApiOptions api;
   std::vector<std::string> api_flags_given;  // e.g. "-http-addr", for error messages
 

@@ -275,6 +275,31 @@ class LocalStateTest(LockTestCase):
                 self.assertEqual(stat.S_IMODE(os.stat(state).st_mode), 0o700)
                 self.assertEqual(prefixes_left(state), [])
 
+    def test_modes_do_not_depend_on_the_umask_and_the_child_gets_the_callers(self):
+        for mask in (0o277, 0o077, 0o777, 0o000):
+            with self.subTest(umask=oct(mask)):
+                state = self.path(f"umask{mask:o}/state")
+                env = dict(self.env, LOCK_STATE_DIR=state)
+                # The holder's child records the modes of what lock made, and its own umask.
+                modes = self.path(f"modes{mask:o}")
+                see = (f"umask > {modes}; cd {state} && stat -c '%n %a' . p p/meta p/slot.0 "
+                       f"@fence >> {modes}")
+                for run in ("first", "second"):
+                    r = subprocess.run(["sh", "-c", f'umask {mask:o} && exec "$@"', "sh", LOCK,
+                                        "p", see], env=env, stdin=subprocess.DEVNULL,
+                                       capture_output=True, text=True, timeout=10 * SLOW)
+                    self.assertEqual((r.returncode, r.stderr), (0, ""), run)
+                    lines = read_file(modes).splitlines()
+                    self.assertEqual(lines[0], f"{mask:04o}")
+                    self.assertEqual(lines[1:], [". 700", "p 700", "p/meta 600", "p/slot.0 600",
+                                                 "@fence 600"])
+
+    def test_an_empty_state_dir_flag_is_an_error(self):
+        r = self.run_lock("-state-dir=", "p", "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertTrue(r.stderr.startswith("lock: -state-dir must not be empty"), r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
     def test_prefix_directory_that_is_a_symlink_is_refused(self):
         elsewhere = self.path("elsewhere")
         os.mkdir(elsewhere)
@@ -328,6 +353,16 @@ class LocalStateTest(LockTestCase):
                                        f"chown {owner} {planted}", "p", f"touch {out}/ran")
                 self.assert_refused(r, f"state directory {planted} is not private")
                 self.assertFalse(os.path.exists(f"{out}/ran"))
+
+    def test_default_state_directory_made_under_a_strict_umask_is_repaired(self):
+        # An earlier version made it under umask 0277: ours, closed to others, but 0500.
+        nobody = pwd.getpwnam("nobody").pw_uid
+        planted = f"/run/lock/lock-{nobody}"
+        out = self.shared_dir()
+        r = self.run_as_nobody(f"mkdir -m 500 {planted} && chown {nobody} {planted}", "p",
+                               f"stat -c '%a' {planted} > {out}/st")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(read_file(f"{out}/st"), "700\n")
 
     def test_default_state_directory_is_the_same_in_every_session(self):
         # Not under $XDG_RUNTIME_DIR: cron does not set it, and a login session's goes at logout.

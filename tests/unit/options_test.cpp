@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/local/state_dir.hpp"
 #include "cli/options.hpp"
 #include "util/error.hpp"
 
@@ -91,8 +90,7 @@ TEST_CASE("defaults") {
   CHECK_FALSE(o.verbose);
   CHECK(o.kill_after == 5s);
   CHECK(o.backend == "local");
-  CHECK(o.state_dir == lk::default_state_dir());
-  CHECK(o.state_dir_is_default);
+  CHECK(o.state_dir.empty());  // the local backend's default
   CHECK(o.api.http_addr.empty());
   CHECK(o.api.token.empty());
   CHECK(o.api.datacenter.empty());
@@ -189,8 +187,15 @@ TEST_CASE("-backend and -state-dir") {
 
   Options o = with({"-state-dir", "/some/dir"});
   CHECK(o.state_dir == "/some/dir");
-  CHECK_FALSE(o.state_dir_is_default);
   CHECK(o.backend == "local");
+}
+
+TEST_CASE("an empty -state-dir is an error, not the default") {
+  EnvScope env;
+  CHECK(error_of({"-state-dir=", "p", "cmd"}) ==
+        "-state-dir must not be empty (leave it out for the default)");
+  CHECK(error_of({"-state-dir", "", "p", "cmd"}) ==
+        "-state-dir must not be empty (leave it out for the default)");
 }
 
 TEST_CASE("each API flag sets its option, selects consul and is remembered") {
@@ -332,7 +337,6 @@ TEST_CASE("LOCK_STATE_DIR gives the state directory; -state-dir overrides it") {
   env.set("LOCK_STATE_DIR", "/from/env");
   Options o = with({});
   CHECK(o.state_dir == "/from/env");
-  CHECK_FALSE(o.state_dir_is_default);
   CHECK(with({"-state-dir", "/from/flag"}).state_dir == "/from/flag");
 }
 
@@ -340,8 +344,7 @@ TEST_CASE("an empty LOCK_STATE_DIR counts as unset") {
   EnvScope env;
   env.set("LOCK_STATE_DIR", "");
   Options o = with({});
-  CHECK(o.state_dir == lk::default_state_dir());
-  CHECK(o.state_dir_is_default);
+  CHECK(o.state_dir.empty());
 }
 
 TEST_CASE("CONSUL_HTTP_ADDR selects consul only when no backend is named") {

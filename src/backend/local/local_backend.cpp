@@ -279,12 +279,15 @@ void check_limit_fits(int limit) {
 
 }  // namespace
 
-LocalBackend::LocalBackend(std::string state_path, bool state_is_default, bool only_look)
-    : state_path_(std::move(state_path)),
-      state_(open_state_dir(state_path_, state_is_default, !only_look)) {}
+LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
+    : state_path_(state_path.empty() ? default_state_dir() : state_path) {
+  PrivateUmask creating;
+  state_ = open_state_dir(state_path_, /*must_be_private=*/state_path.empty(), !only_look);
+}
 
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
                                             const Interrupt& interrupt) {
+  PrivateUmask creating;
   check_limit_fits(spec.limit);
   auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                               interrupt);

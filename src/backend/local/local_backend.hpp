@@ -9,8 +9,9 @@ namespace lk {
 // The embedded default: file locks on this machine, under one state directory.
 class LocalBackend : public Backend {
  public:
-  // `only_look`: for status only, so a missing state directory is not created.
-  LocalBackend(std::string state_path, bool state_is_default, bool only_look);
+  // `state_path` as the user gave it, empty for the default. `only_look`: for status only, so a
+  // missing state directory is not created.
+  LocalBackend(const std::string& state_path, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
   PrefixStatus status(const std::string& prefix) override;

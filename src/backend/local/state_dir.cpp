@@ -21,11 +21,13 @@ std::string default_state_dir() {
 
 namespace {
 
+// Missing parents are made private as well (the caller holds a PrivateUmask): they were not
+// there, so nobody else relies on entering them.
 void make_dirs(const std::string& path) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
        slash = path.find('/', slash + 1)) {
     std::string parent = path.substr(0, slash);
-    if (mkdir(parent.c_str(), 0755) < 0 && errno != EEXIST)
+    if (mkdir(parent.c_str(), 0700) < 0 && errno != EEXIST)
       throw sys_error("cannot create state directory " + parent);
   }
   if (mkdir(path.c_str(), 0700) < 0 && errno != EEXIST)
@@ -45,6 +47,11 @@ UniqueFd open_state_dir(const std::string& path, bool must_be_private, bool crea
   if (must_be_private) {
     struct stat st;
     if (fstat(fd.get(), &st) < 0) throw sys_error("cannot inspect state directory " + path);
+    // Ours and closed to others, but not open to us (made under an umask such as 0277 by an
+    // earlier version): repaired, or every run would fail here for good.
+    if (st.st_uid == geteuid() && (st.st_mode & 0777) != 0700 && (st.st_mode & 077) == 0 &&
+        fchmod(fd.get(), 0700) == 0)
+      st.st_mode = (st.st_mode & ~07777) | 0700;
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
