@@ -21,23 +21,31 @@ static void ensure_stdio_open() {
     if (fcntl(fd, F_GETFD) < 0) open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 }
 
+// What lock itself prints is read by scripts: output lost to a full disk or a closed pipe is a
+// failure, not a success with nothing said.
+static int written(int status) {
+  if (std::fflush(stdout) != 0) throw lk::sys_error("cannot write to standard output");
+  if (std::ferror(stdout)) throw lk::Error("cannot write to standard output");
+  return status;
+}
+
 int main(int argc, char** argv) {
   ensure_stdio_open();
   try {
     lk::Options options = lk::parse_options({argv + 1, argv + argc});
     if (options.help) {
       std::fputs(lk::usage_text().c_str(), stdout);
-      return 0;
+      return written(0);
     }
     if (options.version) {
       std::puts("lock " LOCK_VERSION);
-      return 0;
+      return written(0);
     }
 #ifndef LOCK_WITH_NETWORK
     if (options.backend != "local") lk::exec_companion(argv, options.backend.c_str());
 #endif
     lk::set_verbose(options.verbose);
-    return options.status ? lk::show_status(options) : lk::run(options);
+    return options.status ? written(lk::show_status(options)) : lk::run(options);
   } catch (const lk::UsageError& e) {
     std::fprintf(stderr, "lock: %s (see lock -help)\n", e.what());
   } catch (const std::exception& e) {

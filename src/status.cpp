@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/make_backend.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 namespace {
@@ -15,8 +16,10 @@ nlohmann::json as_json(const HolderRecord& r) {
   return {{"host", r.host}, {"pid", r.pid}, {"name", r.name}, {"since", r.since}, {"token", r.token}};
 }
 
+// Records are written by other processes, names by users: nothing in them may reach the
+// terminal unescaped.
 std::string describe(const HolderRecord& r) {
-  return fmt::format("pid {} on {} since {}, name '{}'", r.pid, r.host, r.since, r.name);
+  return r.name.empty() ? r.who() : fmt::format("{}, name '{}'", r.who(), printable(r.name));
 }
 
 }  // namespace
@@ -34,13 +37,13 @@ int show_status(const Options& o) {
     return held ? 0 : kNotHeld;
   }
   if (!held && s.waiters.empty()) {
-    fmt::print("prefix '{}': not held\n", o.prefix);
+    fmt::print("prefix '{}': not held\n", printable(o.prefix));
     return kNotHeld;
   }
   std::string kind = s.limit > 1 ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(),
                                                 s.limit)
                                  : "lock";
-  fmt::print("prefix '{}': {} ({})\n", o.prefix, held ? "held" : "not held", kind);
+  fmt::print("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
   for (const auto& r : s.holders) fmt::print("  holder: {}, fencing token {}\n", describe(r), r.token);
   for (const auto& r : s.waiters) fmt::print("  waiting: {}\n", describe(r));
   return held ? 0 : kNotHeld;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 
@@ -65,6 +66,11 @@ Int number_field(const nlohmann::json& j, const char* name) {
 }
 
 }  // namespace
+
+std::string HolderRecord::who() const {
+  if (pid == 0 && host.empty()) return "a holder whose record is not written yet";
+  return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since);
+}
 
 HolderRecord HolderRecord::from_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

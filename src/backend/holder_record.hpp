@@ -18,6 +18,9 @@ struct HolderRecord {
   static HolderRecord for_this_process(const std::string& prefix, const std::string& name);
   std::string to_json() const;
   static HolderRecord from_json(const std::string& text);  // throws Error when malformed
+  // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid
+  // and no host (not written yet, or unreadable) says so instead of "pid 0 on  since".
+  std::string who() const;
 };
 
 }  // namespace lk

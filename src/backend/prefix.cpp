@@ -1,19 +1,12 @@
 #include "backend/prefix.hpp"
 
-#include <cstdio>
-
 #include "util/error.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 
 std::string validate_prefix(std::string_view prefix) {
-  std::string quoted = "'";  // printable, so that the error stays on one line
-  for (unsigned char c : prefix) {
-    char hex[5];
-    std::snprintf(hex, sizeof hex, "\\x%02x", c);
-    quoted += c < 0x20 || c == 0x7f ? hex : std::string(1, static_cast<char>(c));
-  }
-  quoted += "'";
+  std::string quoted = "'" + printable(prefix) + "'";  // one line, however long or odd
   while (prefix.size() > 1 && prefix.back() == '/') prefix.remove_suffix(1);
   if (prefix.empty() || prefix == "/") throw UsageError("the prefix must not be empty");
   if (prefix.front() == '/')

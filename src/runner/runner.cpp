@@ -10,18 +10,18 @@
 #include "runner/terminal.hpp"
 #include "runner/wait_notice.hpp"
 #include "util/log.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 namespace {
 
 // "still waiting for prefix 'p', held by pid 12 on web1 since ...".
 std::string waiting_for(Backend& backend, const std::string& prefix) {
-  std::string line = "still waiting for prefix '" + prefix + "'";
+  std::string line = "still waiting for prefix '" + printable(prefix) + "'";
   try {
     PrefixStatus s = backend.status(prefix);
     for (std::size_t i = 0; i < s.holders.size(); ++i)
-      line += fmt::format("{} pid {} on {} since {}", i ? "," : ", held by", s.holders[i].pid,
-                          s.holders[i].host, s.holders[i].since);
+      line += (i ? ", " : ", held by ") + s.holders[i].who();
     if (!s.waiters.empty()) line += fmt::format(" ({} waiting, this one included)", s.waiters.size());
   } catch (const Error&) {
     // The notice is a courtesy; the wait goes on regardless.

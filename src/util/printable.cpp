@@ -3,23 +3,64 @@
 #include <fmt/format.h>
 
 namespace lk {
+namespace {
+
+// The length of the well-formed UTF-8 character `s` starts with, or 0: overlong forms,
+// surrogates, code points past U+10FFFF and sequences cut short are not, and neither are the C1
+// controls (U+0080 to U+009F), which some terminals obey as they do ESC.
+std::size_t printable_character(std::string_view s) {
+  auto lead = static_cast<unsigned char>(s[0]);
+  std::size_t length;
+  char32_t code;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+    code = lead & 0x1f;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    code = lead & 0x0f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    code = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() < length) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    auto next = static_cast<unsigned char>(s[i]);
+    if ((next & 0xc0) != 0x80) return 0;
+    code = code << 6 | (next & 0x3f);
+  }
+  static constexpr char32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return code < 0xa0 ? 0 : length;
+}
+
+}  // namespace
 
 std::string printable(std::string_view text, std::size_t max) {
   std::string out;
-  for (unsigned char c : text) {
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
+  for (std::size_t i = 0; i < text.size();) {
+    std::string piece;
+    auto c = static_cast<unsigned char>(text[i]);
+    std::size_t used = 1;
     switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\\': out += "\\\\"; break;
+      case '\n': piece = "\\n"; break;
+      case '\r': piece = "\\r"; break;
+      case '\t': piece = "\\t"; break;
+      case '\\': piece = "\\\\"; break;
       default:
-        if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += static_cast<char>(c);
+        if (c >= 0x20 && c < 0x7f) {
+          piece = static_cast<char>(c);
+        } else if (c >= 0x80 && (used = printable_character(text.substr(i))) > 0) {
+          piece = text.substr(i, used);
+        } else {
+          used = 1;
+          piece = fmt::format("\\x{:02x}", c);
+        }
     }
+    if (out.size() + piece.size() > max) return out + "...";
+    out += piece;
+    i += used;
   }
   return out;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Text a server or a user chose, made fit for a one-line message: what is not printable ASCII
-// escaped (\n, \x1b), backslashes doubled so that the escapes stay unambiguous, and cut to about
-// `max` bytes with "..." so that a huge reply or argument cannot flood the terminal.
+// Text a server or a user chose, made fit for a one-line message: control characters (C0, DEL
+// and C1) and bytes that are not well-formed UTF-8 escaped (\n, \x1b, \xff), backslashes doubled
+// so that the escapes stay unambiguous, and cut to about `max` bytes with "..." (never inside a
+// character) so that a huge reply or argument cannot flood the terminal.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -4,9 +4,10 @@ exit status says whether the prefix is held."""
 import json
 import os
 import socket
+import subprocess
 import unittest
 
-from harness import LockTestCase, wait_for
+from harness import LOCK, SLOW, LockTestCase, wait_for
 
 
 class StatusTest(LockTestCase):
@@ -50,6 +51,28 @@ class StatusTest(LockTestCase):
             self.assert_succeeds(p)
         out = json.loads(self.status("-json").stdout)
         self.assertEqual((out["held"], out["holders"], out["waiters"]), (False, [], []))
+
+    def test_a_name_with_control_characters_is_shown_escaped(self):
+        # "\udcff" reaches lock as the byte 0xff, not UTF-8: the record keeps it as U+FFFD.
+        holder = self.hold("-name", "evil\x1b]0;owned\x07\nname\udcff")
+        r = self.status()
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertIn(r"name 'evil\x1b]0;owned\x07\nname" + "\ufffd'", r.stdout)
+        self.assertEqual(r.stdout.count("\n"), 2, r.stdout)
+        self.assertNotIn("\x1b", r.stdout)
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_output_that_cannot_be_written_is_an_error(self):
+        for args in (["-help"], ["-version"], ["-status", "p"], ["-status", "-json", "p"]):
+            with self.subTest(args=args):
+                with open("/dev/full", "w") as full:
+                    r = subprocess.run([LOCK, *args], env=self.env, stdin=subprocess.DEVNULL,
+                                       stdout=full, stderr=subprocess.PIPE, text=True,
+                                       timeout=10 * SLOW)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr, "lock: cannot write to standard output: "
+                                           "No space left on device\n")
 
     def test_status_takes_a_prefix_only(self):
         for args, message in ((["-status", "p", "true"], "-status takes a prefix and no child"),

@@ -314,7 +314,7 @@ TEST_CASE("the prefix is validated and cleaned") {
   CHECK(error_of({"a/../b", "cmd"}) == "prefix 'a/../b' must not contain '.' or '..' components");
   CHECK(error_of({"a//b", "cmd"}) == "prefix 'a//b' must not contain empty components");
   CHECK(error_of({"", "cmd"}) == "the prefix must not be empty");
-  CHECK(error_of({"a\tb", "cmd"}) == "prefix 'a\\x09b' contains a control character");
+  CHECK(error_of({"a\tb", "cmd"}) == "prefix 'a\\tb' contains a control character");
 }
 
 TEST_CASE("LOCK_BACKEND gives the default backend; -backend overrides it") {

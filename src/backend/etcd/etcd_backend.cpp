@@ -8,6 +8,7 @@
 #include "cli/duration.hpp"
 #include "net/base64.hpp"
 #include "util/log.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 namespace {
@@ -133,7 +134,7 @@ std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadli
     return queue_and_wait(spec, deadline, interrupt);
   } catch (const NetworkError&) {
     // A request cut short by -timeout is the timeout, not a fault of etcd's.
-    if (deadline.passed()) throw AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
+    if (deadline.passed()) throw AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'");
     throw;
   }
 }

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <sys/timerfd.h>
 
+#include "util/printable.hpp"
+
 namespace lk {
 namespace {
 
@@ -46,7 +48,7 @@ void LeaseWait::pause(std::chrono::milliseconds pause) {
 
 void LeaseWait::throw_why(const std::string& prefix) const {
   switch (why_) {
-    case Why::timeout: throw AcquireTimeout("timed out waiting for prefix '" + prefix + "'");
+    case Why::timeout: throw AcquireTimeout("timed out waiting for prefix '" + printable(prefix) + "'");
     case Why::interrupted: throw Interrupted("interrupted while waiting for the lock");
     default: throw Error("lost our place in line: " + keeper_.reason().value_or("the lease ended"));
   }

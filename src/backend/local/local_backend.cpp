@@ -28,6 +28,7 @@
 #include "backend/local/prefix_dir.hpp"
 #include "backend/local/state_dir.hpp"
 #include "util/log.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 namespace {
@@ -88,9 +89,7 @@ HolderRecord parse_record(const std::string& text) {
   try {
     return HolderRecord::from_json(text);
   } catch (const Error&) {
-    HolderRecord r;
-    r.name = "(record not written yet)";
-    return r;
+    return HolderRecord();  // HolderRecord::who() says so
   }
 }
 
@@ -99,8 +98,7 @@ std::string describe_holders(const PrefixDir& dir) {
   std::string out;
   for (const auto& text : locked_contents(dir.fd(), "slot.")) {
     auto r = parse_record(text);
-    out += (out.empty() ? "; held by pid " : ", pid ") + std::to_string(r.pid) + " on " + r.host +
-           " since " + r.since;
+    out += (out.empty() ? "; held by " : ", ") + r.who();
   }
   return out;
 }
@@ -329,13 +327,13 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     }
   } give_up{dir, ticket};
   auto timed_out = [&] {
-    return AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'" +
+    return AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'" +
                           describe_holders(dir));
   };
 
   // Step 2.
   if (verbose_enabled())  // reading the records costs a look at every slot: only when asked
-    verbose("prefix '{}' is busy{}; waiting in line with ticket {}", spec.prefix,
+    verbose("prefix '{}' is busy{}; waiting in line with ticket {}", printable(spec.prefix),
             describe_holders(dir), ticket.number());
   if (!wait_for_turn(dir, ticket.number(), deadline, interrupt)) throw timed_out();
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "util/error.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
 
@@ -78,7 +79,7 @@ std::string encode_prefix(std::string_view prefix) {
     }
   }
   if (name.size() > 255)
-    throw UsageError("prefix '" + std::string(prefix) + "' is too long for the local backend");
+    throw UsageError("prefix '" + printable(prefix) + "' is too long for the local backend");
   return name;
 }
 
