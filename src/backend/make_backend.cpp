@@ -2,24 +2,41 @@
 
 #include "backend/local/local_backend.hpp"
 #ifdef LOCK_WITH_NETWORK
+#include <fcntl.h>
 #include <fmt/format.h>
-
-#include <fstream>
-#include <iterator>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend/consul/consul_backend.hpp"
 #include "backend/etcd/etcd_backend.hpp"
+#include "util/printable.hpp"
+#include "util/unique_fd.hpp"
 #endif
 
 namespace lk {
 
 #ifdef LOCK_WITH_NETWORK
-// As Consul's client reads it: a token file, when given and not empty, wins over a token.
+// As Consul's client reads it: a token file, when given and not empty, wins over a token. A
+// token is a few dozen bytes: the file is read only when it is a regular file, and only so far,
+// so that a FIFO cannot hang us and /dev/zero cannot grow us without end.
 static std::string consul_token(const ApiOptions& api) {
   if (api.token_file.empty()) return api.token;
-  std::ifstream in(api.token_file);
-  if (!in) throw sys_error("cannot read the token file " + api.token_file);
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::size_t kMaxToken = 64 << 10;
+  std::string where = "the token file " + printable(api.token_file);
+  UniqueFd fd(open(api.token_file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  struct stat st;
+  if (!fd || fstat(fd.get(), &st) < 0) throw sys_error("cannot read " + where);
+  if (!S_ISREG(st.st_mode)) throw Error(where + " is not a regular file");
+  std::string token(kMaxToken + 1, '\0');
+  std::size_t got = 0;
+  for (ssize_t n; got < token.size(); got += static_cast<std::size_t>(n)) {
+    n = read(fd.get(), token.data() + got, token.size() - got);
+    if (n < 0 && errno == EINTR) n = 0;
+    else if (n < 0) throw sys_error("cannot read " + where);
+    else if (n == 0) break;
+  }
+  if (got > kMaxToken) throw Error(where + " is larger than 64 KiB; a Consul token is a UUID");
+  token.resize(got);
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
   return token.empty() ? api.token : token;

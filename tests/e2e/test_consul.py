@@ -671,6 +671,25 @@ class ConsulAclTest(ConsulTestCase):
                         self.assertNotRegex(q["query"], r"(^|&)token=")
                     self.assert_nothing_left()
 
+    def test_token_files_that_are_not_small_regular_files_are_refused_at_once(self):
+        os.mkfifo(self.path("fifo"))
+        with open(self.path("big"), "w") as f:
+            f.write("x" * (64 << 10) + "y")
+        cases = {self.path("fifo"): "is not a regular file",
+                 "/dev/zero": "is not a regular file",
+                 self.path(""): "is not a regular file",
+                 self.path("big"): "is larger than 64 KiB",
+                 self.path("missing"): "cannot read"}
+        for path, said in cases.items():
+            with self.subTest(path=path):
+                self.consul.clear_requests()
+                r = self.run_lock("-token-file", path, self.prefix, "touch " + self.path("ran"),
+                                  timeout=5)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertRegex(r.stderr, r"^lock: [^\n]*" + re.escape(said) + r"[^\n]*\n$")
+                self.assertFalse(os.path.exists(self.path("ran")))
+                self.assertEqual(self.consul.request_count(), 0)
+
     def test_key_without_write_permission_is_a_clear_error(self):
         prefix = "app/ro/" + self.prefix.rsplit("/", 1)[1]
         for n, key in (("1", re.escape(prefix + "/.lock")), ("2", re.escape(prefix + "/"))):
