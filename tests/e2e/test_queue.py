@@ -1,8 +1,10 @@
 """Waiting for a held prefix: first come, first served, prompt handoff, waiters that die, timeouts,
 and prefixes that do not affect each other."""
 
+import fcntl
 import os
 import socket
+import struct
 import subprocess
 import time
 import unittest
@@ -10,7 +12,7 @@ import unittest
 from harness import SLOW, LockTestCase, read_file, wait_for
 
 
-class QueueTest(LockTestCase):
+class QueueCase(LockTestCase):
 
     def tickets(self, prefix="p"):
         return [f for f in self.prefix_files(prefix) if f.startswith("q.")]
@@ -31,6 +33,9 @@ class QueueTest(LockTestCase):
 
     def order(self):
         return read_file(self.path("order")).split()
+
+
+class QueueTest(QueueCase):
 
     def test_waiters_run_in_arrival_order(self):
         holder = self.hold()
@@ -178,3 +183,53 @@ class QueueTest(LockTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StuckLockTest(QueueCase):
+    """A process stopped (^Z) while it holds one of the short internal locks, the prefix's meta
+    lock or the state directory's fencing counter: every wait on them still ends with -timeout
+    or a stopping signal, and leaves nothing of the run that gave up."""
+
+    def ofd_lock(self, path):
+        """Holds path's lock as a stopped lock would, for the rest of the test."""
+        fd = os.open(path, os.O_RDWR)
+        self.addCleanup(os.close, fd)
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, 0, 0, 0, 0))
+
+    def test_a_stuck_fencing_counter_ends_with_the_timeout_and_leaves_nothing(self):
+        self.assertEqual(self.run_lock("other", "true").returncode, 0)  # makes the counter
+        self.ofd_lock(os.path.join(self.state, "@fence"))
+        ran = self.path("ran")
+        start = time.monotonic()
+        r = self.run_lock("-timeout", "500ms", "p", f"touch {ran}")
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, "lock: timed out waiting for the state directory's fencing "
+                         "counter (@fence), which another lock holds and does not let go (a "
+                         "stopped process?)\n")
+        self.assertGreaterEqual(elapsed, 0.5)
+        self.assertLess(elapsed, 0.5 + 2 * SLOW)
+        self.assertFalse(os.path.exists(ran))
+        self.assertEqual(self.prefixes_left(), [])
+
+    def test_a_stuck_fencing_counter_gives_way_to_sigterm(self):
+        self.assertEqual(self.run_lock("other", "true").returncode, 0)
+        self.ofd_lock(os.path.join(self.state, "@fence"))
+        waiter = self.start_lock("p", f"touch {self.path('ran')}")
+        wait_for(lambda: "slot.0" in self.prefix_files("p"), what="the run to take its slot")
+        waiter.terminate()
+        code, _, err = self.finish(waiter, timeout=2)
+        self.assertNotEqual(code, 0, err)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(self.prefixes_left(), [])
+
+    def test_a_stuck_meta_lock_after_the_slot_is_won_ends_with_the_timeout(self):
+        holder = self.hold()
+        waiter = self.queue_up("w", "-timeout", "2s")
+        self.ofd_lock(os.path.join(self.state, "p", "meta"))
+        self.release()
+        self.assert_succeeds(holder)
+        code, _, err = self.finish(waiter, timeout=5)
+        self.assertEqual(code, 1, err)
+        self.assertTrue(err.startswith("lock: timed out waiting for prefix 'p'"), err)
+        self.assertFalse(os.path.exists(self.path("order")))

@@ -37,12 +37,16 @@ namespace {
 // prefix's tokens keep rising however often its own files come and go. If the state directory
 // itself is wiped (a reboot empties /run), the counter restarts from the wall clock in
 // microseconds, which is past anything handed out before.
-std::uint64_t next_fencing_token(int state_fd) {
+// Its lock is held for a read and a write; one that is not let go belongs to a stopped process,
+// and the wait for it ends with -timeout or a stopping signal like every other.
+std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrupt& interrupt) {
   // '@' is always percent-encoded in a prefix's directory name, so no prefix can take this name.
   UniqueFd fd(openat(state_fd, "@fence", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) throw sys_error("cannot open the fencing counter");
   LockTarget target{fd.get(), LockKind::exclusive};
-  lock_any({&target, 1}, Deadline::never(), Interrupt{});
+  if (!lock_any({&target, 1}, deadline, interrupt))
+    throw AcquireTimeout("timed out waiting for the state directory's fencing counter (@fence), "
+                         "which another lock holds and does not let go (a stopped process?)");
   char buf[32] = {};
   std::uint64_t last = 0;
   if (pread(fd.get(), buf, sizeof buf - 1, 0) > 0) last = std::strtoull(buf, nullptr, 10);
@@ -250,10 +254,26 @@ UniqueFd new_inotify() {
 }
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
-std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderRecord record) {
+std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderRecord record,
+                                Deadline deadline, const Interrupt& interrupt) {
+  struct Undo {  // on failure: the slot goes back, and the prefix's files if nobody else uses them
+    PrefixDir& dir;
+    UniqueFd& slot;
+    bool armed = true;
+    ~Undo() {
+      if (!armed) return;
+      slot.reset();
+      try {
+        dir.remove_if_idle();
+      } catch (...) {
+        // Only tidiness is lost: the next user of the prefix cleans up.
+      }
+    }
+  } undo{dir, fd};
   UniqueFd inotify = new_inotify();  // before the token: failing here spends none
-  record.token = next_fencing_token(dir.state_fd());
+  record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
   write_record(fd.get(), record);
+  undo.armed = false;
   dir.unlock_meta();
   return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), record.token,
                                      record.prefix, std::move(inotify));
@@ -304,7 +324,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       UniqueFd fd = open_slot(dir, i);
       if (!try_lock(fd.get(), LockKind::exclusive)) continue;
       if (limit_is_new) dir.write_meta(meta);
-      return hold_slot(std::move(dir), i, std::move(fd), waiter);
+      return hold_slot(std::move(dir), i, std::move(fd), waiter, deadline, interrupt);
     }
   }
   std::uint64_t number = meta.next_ticket++;
@@ -348,10 +368,11 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   if (!slot) throw timed_out();
 
   // Step 4.
-  dir.lock_meta();
+  if (!dir.lock_meta(deadline, interrupt)) throw timed_out();
   give_up.armed = false;
   ticket.leave();
-  return hold_slot(std::move(dir), static_cast<int>(*slot), std::move(slots[*slot]), waiter);
+  return hold_slot(std::move(dir), static_cast<int>(*slot), std::move(slots[*slot]), waiter,
+                   deadline, interrupt);
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {

@@ -81,9 +81,9 @@ PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const st
 
 std::string PrefixDir::path(const std::string& file) const { return path_ + "/" + file; }
 
-void PrefixDir::lock_meta() {
+bool PrefixDir::lock_meta(Deadline deadline, const Interrupt& interrupt) {
   LockTarget meta{meta_.get(), LockKind::exclusive};
-  lock_any({&meta, 1}, Deadline::never(), Interrupt{});
+  return lock_any({&meta, 1}, deadline, interrupt).has_value();
 }
 
 void PrefixDir::unlock_meta() { unlock(meta_.get()); }

@@ -33,7 +33,8 @@ class PrefixDir {
   int state_fd() const { return state_fd_; }
   std::string path(const std::string& file) const;
 
-  void lock_meta();
+  // False when the deadline passes first; throws Interrupted when told to stop.
+  bool lock_meta(Deadline deadline, const Interrupt& interrupt);
   void unlock_meta();
   Meta read_meta() const;
   void write_meta(const Meta& meta) const;
