@@ -191,7 +191,7 @@ class ConsulLockTest(ConsulTestCase):
         entry = entries[0]
         self.assertEqual(entry["Flags"], LOCK_FLAGS)
         self.assertEqual(entry["Session"], env["session"])
-        self.assertEqual(entry["LockIndex"], env["token"])
+        self.assertEqual(entry["ModifyIndex"], env["token"])
         record = json.loads(entry["Value"])
         self.assertEqual(record["pid"], holder.pid)
         self.assertIn("host", record)

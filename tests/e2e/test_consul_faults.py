@@ -304,7 +304,7 @@ class BadReplyTest(ConsulFaultCase):
         holder = self.hold(prefix=self.prefix, before=self.child_env_dump())
         env = self.child_env()
         self.assertEqual(self.session_of(self.prefix), env["session"])
-        self.assertEqual(self.entry(f"{self.prefix}/.lock")["LockIndex"], env["token"])
+        self.assertEqual(self.entry(f"{self.prefix}/.lock")["ModifyIndex"], env["token"])
         acquires = [q for q in self.consul.requests()
                     if q["method"] == "PUT" and "acquire=" in q["query"]]
         self.assertEqual(len(acquires), 2)

@@ -43,7 +43,7 @@ PrefixStatus ConsulBackend::status(const std::string& prefix) {
     s.limit = 1;
     if (!lock->session.empty()) {
       HolderRecord h = record_of(prefix, *lock);
-      h.token = lock->lock_index;
+      h.token = lock->modify_index;  // see acquire()
       s.holders.push_back(h);
     }
     return s;
@@ -116,14 +116,17 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
           continue;
         }
         if (client.acquire(key, value, kLockFlags, id)) {
-          // The sequencer: the key, its LockIndex and our session, read back from the leader.
-          // Only a key our session really holds counts.
+          // Read back from the leader: only a key our session really holds counts. The fencing
+          // token is the key's ModifyIndex, the Raft index of our acquire, which never goes back.
+          // Not its LockIndex: that starts over at 1 once .lock is deleted (by the last one out,
+          // as consul lock does too) and made again.
           KvRead held = client.get(key, false, 0, true);
           if (!held.pairs.empty() && held.pairs[0].session == id) {
-            verbose("acquired {} (LockIndex {}) with session {}", key, held.pairs[0].lock_index, id);
+            verbose("acquired {} (ModifyIndex {}, LockIndex {}) with session {}", key,
+                    held.pairs[0].modify_index, held.pairs[0].lock_index, id);
             return std::make_unique<ConsulHold>(
                 config_.client, std::move(session),
-                ConsulHoldSpec{spec.prefix, 1, key, held.pairs[0].lock_index});
+                ConsulHoldSpec{spec.prefix, 1, key, held.pairs[0].modify_index});
           }
           verbose("Consul said {} was acquired, but our session does not hold it; looking again", key);
           wait.pause(waits.stalled());

@@ -17,7 +17,7 @@ struct ConsulHoldSpec {
   std::string prefix;
   int limit = 1;
   std::string key;           // .lock for a lock, the contender key for a semaphore
-  std::uint64_t token = 0;   // LockIndex of .lock, or .lock's ModifyIndex after our slot
+  std::uint64_t token = 0;   // .lock's ModifyIndex after our acquire, or after our slot
 };
 
 class ConsulHold : public LeasedHold {
