@@ -240,6 +240,7 @@ class _Connection(threading.Thread):
         if not data:
             self.eof = True
             return
+        mode, kw = self.proxy.current()  # the mode now, not the one read before select()
         if self.family == "answering":
             self._answer(data, mode, kw)
             return

@@ -110,7 +110,7 @@ class MalformedReplyTest(FakeEtcdCase):
             del body["responses"][1]["response_range"]["kvs"][0]["create_revision"]
         self.fake.override("/v3/kv/txn", edited(no_create_revision))
         r = self.run_lock("p", "touch " + self.ran)
-        self.assert_refused(r, "txn", r"malformed reply \(create_revision missing\)")
+        self.assert_refused(r, "txn", r"malformed reply \(create_revision missing or 0\)")
         self.assertEqual(self.fake.live_leases(), set())  # our lease was revoked all the same
 
     def test_malformed_replies_start_nothing(self):
@@ -131,14 +131,14 @@ class MalformedReplyTest(FakeEtcdCase):
 
         cases = [
             ("/v3/lease/grant", grant(ID="-5", TTL="10"), "lease grant", r"ID is negative \(-5\)"),
-            ("/v3/lease/grant", grant(ID="5", TTL="0"), "lease grant", "TTL missing"),
+            ("/v3/lease/grant", grant(ID="5", TTL="0"), "lease grant", "TTL missing or 0"),
             ("/v3/lease/grant", grant(ID="99999999999999999999", TTL="10"), "lease grant",
              "ID is not a whole number"),
             ("/v3/lease/grant", lambda request, default: reply(200, "<html>"), "lease grant", "not JSON"),
             ("/v3/kv/txn", edited(other_lease), "txn",
              r"our key is attached to lease 7, not ours \([0-9a-f]+\)"),
             ("/v3/kv/txn", edited(other_key), "txn", "the key read is p/1, not ours"),
-            ("/v3/kv/txn", edited(revision_zero), "txn", "revision missing"),
+            ("/v3/kv/txn", edited(revision_zero), "txn", "revision missing or 0"),
             ("/v3/kv/range", edited(reversed_order), "range", "keys out of create-revision order"),
             ("/v3/watch", lambda request, default: reply(200, stream=lambda write: write(b"garbage\n")),
              "watch", "not JSON"),

@@ -64,7 +64,7 @@ TEST_CASE("numbers: decimal int64 only, as the gateway writes them; never a libr
   CHECK(error_of([&] { etcd_int(o, "f"); }) == "f is not a whole number");
   CHECK(error_of([&] { etcd_int(o, "huge"); }) == "huge is out of range");
   CHECK(etcd_positive(o, "s") == 42);
-  CHECK(error_of([&] { etcd_positive(o, "missing"); }) == "missing missing");
+  CHECK(error_of([&] { etcd_positive(o, "missing"); }) == "missing missing or 0");
   CHECK(error_of([&] { etcd_positive(o, "neg"); }) == "neg is negative (-5)");
 }
 
@@ -88,9 +88,9 @@ TEST_CASE("lease grant: an ID and a TTL above 0, nothing else") {
   CHECK(g.ttl == 10);
   CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"ID":"-7","TTL":"10"})"); }) ==
         "ID is negative (-7)");
-  CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"TTL":"10"})"); }) == "ID missing");
-  CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"ID":"5"})"); }) == "TTL missing");
-  CHECK(error_of([] { decode_lease_grant(R"({"ID":"5","TTL":"10"})"); }) == "revision missing");
+  CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"TTL":"10"})"); }) == "ID missing or 0");
+  CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"ID":"5"})"); }) == "TTL missing or 0");
+  CHECK(error_of([] { decode_lease_grant(R"({"ID":"5","TTL":"10"})"); }) == "revision missing or 0");
   CHECK(error_of([] { decode_lease_grant(R"({"header":{"revision":"1"},"ID":"5","TTL":"10","error":"too many"})"); }) ==
         "error: too many");
   CHECK(error_of([] { decode_lease_grant("{\"ID\":"); }) == "not JSON");
@@ -120,7 +120,7 @@ TEST_CASE("queueing transaction: our key, our lease, a real create revision, or 
   CHECK((!q.created && q.create_revision == 9 && q.revision == 12));
 
   // succeeded: true is not enough.
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, 0)), kKey, kLease); }) == "create_revision missing");
+  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, 0)), kKey, kLease); }) == "create_revision missing or 0");
   CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, -2)), kKey, kLease); }) == "create_revision is negative");
   CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv("jobs/a/1", 9)), kKey, kLease); }) ==
         "the key read is jobs/a/1, not ours");
@@ -132,7 +132,7 @@ TEST_CASE("queueing transaction: our key, our lease, a real create revision, or 
         "create_revision 10 is past the store's revision 9");
   CHECK(error_of([] { decode_queue_txn(R"({"header":{"revision":"9"},"succeeded":true})", kKey, kLease); }) ==
         "0 responses where 2 were asked for");
-  CHECK(error_of([] { decode_queue_txn(R"({"succeeded":true,"responses":[]})", kKey, kLease); }) == "revision missing");
+  CHECK(error_of([] { decode_queue_txn(R"({"succeeded":true,"responses":[]})", kKey, kLease); }) == "revision missing or 0");
   CHECK(error_of([] { decode_queue_txn(R"({"header":{"revision":"9"},"succeeded":"yes"})", kKey, kLease); }) ==
         "succeeded is not true or false");
   json no_kvs = json::parse(txn(true, 9, kv(kKey, 9)));
@@ -159,7 +159,7 @@ TEST_CASE("range: every key within what was asked, each with a revision no later
   json late = {{"header", header(20)}, {"kvs", {kv("p/a", 21)}}};
   CHECK(error_of([&] { decode_range(late.dump(), "p/", "p0"); }) == "create_revision 21 is past the store's revision 20");
   json unborn = {{"header", header(20)}, {"kvs", {kv("p/a", 0)}}};
-  CHECK(error_of([&] { decode_range(unborn.dump(), "p/", "p0"); }) == "create_revision missing");
+  CHECK(error_of([&] { decode_range(unborn.dump(), "p/", "p0"); }) == "create_revision missing or 0");
   json listless = {{"header", header(20)}, {"kvs", "p/a"}};
   CHECK(error_of([&] { decode_range(listless.dump(), "p/", "p0"); }) == "kvs is not a list");
 }
@@ -189,7 +189,7 @@ TEST_CASE("watch messages: created, events, cancellation, errors") {
         "an event of type EXPIRE");
   CHECK(error_of([] { decode_watch_message(R"({"result":{"header":{"revision":"2"},"events":[{"type":"DELETE"}]}})"); }) ==
         "an event without its key");
-  CHECK(error_of([] { decode_watch_message(R"({"result":{"events":[]}})"); }) == "revision missing");
+  CHECK(error_of([] { decode_watch_message(R"({"result":{"events":[]}})"); }) == "revision missing or 0");
   CHECK(error_of([] { decode_watch_message(R"({"other":1})"); }) == "result missing");
   CHECK(error_of([] { decode_watch_message("garbage"); }) == "not JSON");
 }

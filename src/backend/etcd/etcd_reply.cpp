@@ -98,7 +98,8 @@ std::int64_t etcd_int(const json& object, const char* field) {
 
 std::int64_t etcd_positive(const json& object, const char* field) {
   std::int64_t n = etcd_int(object, field);
-  if (n == 0) throw MalformedReply(fmt::format("{} missing", field));
+  // The gateway leaves zero values out, so a 0 and a missing field read the same.
+  if (n == 0) throw MalformedReply(fmt::format("{} missing or 0", field));
   if (n < 0) throw MalformedReply(fmt::format("{} is negative ({})", field, n));
   return n;
 }
@@ -187,7 +188,7 @@ QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::i
   KeyValue kv = etcd_kv(kvs[0]);
   if (kv.key != key) throw MalformedReply("the key read is " + printable(kv.key) + ", not ours");
   out.create_revision = kv.create_revision;
-  if (out.create_revision <= 0) throw MalformedReply("create_revision missing");
+  if (out.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
   if (kv.lease != lease)
     throw MalformedReply(fmt::format("our key is attached to lease {}, not ours ({})", hex(kv.lease), hex(lease)));
   if (out.create_revision > out.revision)
@@ -209,7 +210,7 @@ RangeReply decode_range(std::string_view body, const std::string& key, const std
     bool inside = range_end.empty() ? kv.key == key
                                     : kv.key >= key && (range_end == std::string(1, '\0') || kv.key < range_end);
     if (!inside) throw MalformedReply("it names key " + printable(kv.key) + ", which was not asked for");
-    if (kv.create_revision <= 0) throw MalformedReply("create_revision missing");
+    if (kv.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
     if (kv.create_revision > out.revision)
       throw MalformedReply(fmt::format("create_revision {} is past the store's revision {}",
                                        kv.create_revision, out.revision));

@@ -13,8 +13,10 @@ using std::chrono::nanoseconds;
 
 namespace {
 
+// A measured time, for a person: to the millisecond ("4.001s", "999ms"), not the nanosecond.
 std::string go(Clock::duration d) {
-  return format_go_duration(std::max(nanoseconds(0), std::chrono::duration_cast<nanoseconds>(d)));
+  auto ms = std::chrono::round<std::chrono::milliseconds>(d);
+  return format_go_duration(std::max(nanoseconds(0), std::chrono::duration_cast<nanoseconds>(ms)));
 }
 
 }  // namespace

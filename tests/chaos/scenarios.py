@@ -1,0 +1,679 @@
+"""The backends under test, the faults, and one scenario: M contenders loop on one prefix while a
+victim `lock` takes its turn and the fault is aimed at it (or at the server while it holds).
+
+Only the victim goes through the fault proxy; the other contenders talk to the server directly, so
+they take over the moment the server lets them, which is what makes an overlap visible. A fault
+states what the victim must do: ride it out ("survive": its section runs its course), lose the
+hold in time ("stop": the checker then holds its end against the lease expiry), refuse a bad reply
+at acquisition ("refuse": exit 1, one line, no child), or nothing beyond safety (None).
+
+TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd 10s,
+-kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the others run at the
+shortest TTLs the backends allow (Consul 10s; etcd 5s with -kill-after 1s), so that a fault
+"> TTL" is over quickly. Consul's lock-delay is 0 throughout: with it, a lost lock would stay
+unclaimed 15s longer, hiding nothing but slowing everything.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "e2e"), os.path.join(HERE, "..", "consul_double")]
+
+from checker import Row, check  # noqa: E402
+from contenders import Contenders, LogWatcher, alive  # noqa: E402
+from etcd_server import EtcdServer  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
+from fixture import ConsulDouble  # noqa: E402
+from harness import LOCK, SLOW  # noqa: E402
+
+# Failures of lock already known and reported: (backend, fault or None for all, n or None for
+# all) -> (kind, why), kind one of checker.KINDS. Such a row still runs and prints, as "xfail";
+# any other kind of failure in it is still a FAIL, and a clean run shows as XPASS, so the entry
+# can go.
+EXPECTED_FAILURES = {
+}
+
+# Replies that must never count, by backend and phase: a path-like session ID (Consul: as the
+# answer to creating a session, and to renewing one); a negative lease ID and a txn "success"
+# without a create revision (etcd, one body for every request).
+MALFORMED = {
+    ("consul", "acquire"): '{"ID":"../../kv/x"}',
+    ("consul", "hold"): '[{"ID":"../../kv/x","TTL":"10s"}]',
+    ("etcd", "acquire"): '{"header":{"revision":"0"},"ID":"-5","TTL":"5","succeeded":true,'
+                         '"result":{"ID":"-5","TTL":"99"}}',
+}
+MALFORMED[("etcd", "hold")] = MALFORMED[("etcd", "acquire")]
+
+
+# Set on ^C or SIGTERM: every scenario ends at its next step, stopping what it started.
+ABORT = threading.Event()
+
+
+def expected_failure(backend, fault, n):
+    for key in ((backend, fault, n), (backend, fault, None), (backend, None, n),
+                (backend, None, None)):
+        if key in EXPECTED_FAILURES:
+            return EXPECTED_FAILURES[key]
+    return None
+
+
+def wait_until(condition, timeout, step=0.01):
+    """Polls condition until it is true (True) or the timeout passes (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+def peak_rss_kb(pid):
+    """VmHWM of a running process (it starts over at exec, unlike wait4's ru_maxrss, which
+    would count the Python interpreter the child was forked from)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def finish(proc, timeout):
+    """Waits for a lock run; returns (exit status, stderr, peak RSS in kB), or None on timeout.
+    Polls its RSS while it runs, so nothing else may reap it (test with alive(), not poll())."""
+    deadline = time.monotonic() + timeout
+    rss = 0
+    while True:
+        rss = max(rss, peak_rss_kb(proc.pid))
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            with proc.stderr:
+                return proc.returncode, proc.stderr.read(), rss
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+# ---- backends ------------------------------------------------------------------------------------
+# Each is a context manager around its server. flags(address, short) are lock's flags (address:
+# the victim's way through the proxy); ttl(short) the lease TTL those flags give; watch(run, v)
+# and deadline(run, v) bracket a victim's hold to learn its lease's expiry as the server sees it.
+
+class LocalBackend:
+    name, settle = "local", 0.2
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="lock-chaos-state-")
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def target(self):
+        return None  # no server, no proxy
+
+    def ttl(self, short):
+        return None
+
+    def flags(self, address=None, short=False):
+        return ["-backend", "local", "-state-dir", self.dir]
+
+    def watch(self, run, v):
+        pass
+
+    def deadline(self, run, v):
+        return None
+
+
+class ConsulBackend:
+    """The Consul double; with `short`, Consul's shortest TTL."""
+    name, settle = "consul", 0.3
+
+    def __enter__(self):
+        self.double = ConsulDouble().__enter__()
+        self.address = self.double.http_addr
+        return self
+
+    def __exit__(self, *exc):
+        self.double.__exit__(*exc)
+
+    def target(self):
+        host, port = self.address.rsplit(":", 1)
+        return host, int(port)
+
+    def ttl(self, short):
+        return 10.0 if short else 15.0
+
+    def flags(self, address=None, short=False):
+        return (["-backend", "consul", "-http-addr", address or self.address, "-lock-delay", "0s"]
+                + (["-session-ttl", "10s"] if short else []))
+
+    def victim_address(self, proxy):
+        return proxy.address
+
+    def server_pid(self):
+        return self.double.proc.pid
+
+    def restart(self, down):
+        """The double's own restart: the API goes away and comes back with KV and sessions
+        kept, every TTL started afresh, as on a new leader."""
+        self.double.restart(down)
+        if not self.double.wait_up(30 * SLOW):
+            raise RuntimeError("the Consul double did not come back")
+
+    def fail_5xx(self, run, seconds):
+        before = time.monotonic()
+        self.double.fail_5xx(seconds, status=503, body="No cluster leader")
+        run.windows.append((before, time.monotonic() + seconds))
+
+    def watch(self, run, v):
+        pass  # the double logs every request; start_victim() cleared the log
+
+    def before_victim(self, run):
+        # Only the victim's renewals matter; the log would otherwise grow for the whole bench.
+        self.double.clear_requests()
+
+    def deadline(self, run, v):
+        """Replays the double's rule: a session expires TTL after its creation or its last
+        renewal, and a renewal that arrives after that (or while the double answered errors or
+        was paused) renews nothing. The creation is bounded by when the victim's lock was
+        started; a request's arrival comes before its processing, so this is a lower bound."""
+        ttl = self.ttl(run.fault.short)
+        renewals = sorted(
+            r["at"] for r in self.double.requests()
+            if r["method"] == "PUT" and r["path"] == f"/v1/session/renew/{v.section.lease}"
+            and not any(a <= r["at"] <= b for a, b in run.windows))
+
+        def expiry(until):
+            bound = v.section.spawned + ttl
+            for at in renewals:
+                if at >= bound or at > until:
+                    break
+                bound = at + ttl
+            return bound
+        return _as_of_end(expiry, v.section.end)
+
+
+def _as_of_end(expiry, end):
+    """The lease deadline to hold a child's end against: the expiry in force when it ended (from
+    what the server saw until then), which makes "closest" the margin lock really left. Should
+    that be earlier than the end, renewals the server took later (requests that waited in a
+    proxy's buffers) count too: the server only takes one before the lease expires, so the lease
+    was then still alive when the child ended."""
+    at_end = expiry(end) if end is not None else None
+    return at_end if at_end is not None and end <= at_end else expiry(float("inf"))
+
+
+class LeasePoller(threading.Thread):
+    """Polls an etcd lease's TimeToLive every 20 ms. An answer of R seconds to a request sent at
+    t proves the lease lives until at least t + R (etcd truncates); bound() is the latest such
+    proof. Once renewals stop, the answers count down and the bound comes within one poll of the
+    true expiry; while renewals go on it stays up to a second early, on the safe side."""
+
+    def __init__(self, url, lease):
+        super().__init__(daemon=True)
+        self.url, self.lease = url, lease
+        self.proofs = []  # (sent, sent + R)
+        self.stopping = threading.Event()
+
+    def bound(self, until):
+        """The latest expiry proven by polls sent until `until`."""
+        return max((b for sent, b in self.proofs if sent <= until), default=None)
+
+    def run(self):
+        body = json.dumps({"ID": str(self.lease)}).encode()
+        while not self.stopping.wait(0.02):
+            sent = time.monotonic()
+            try:
+                req = urllib.request.Request(self.url + "/v3/lease/timetolive", body, method="POST")
+                with urllib.request.urlopen(req, timeout=0.5) as r:
+                    ttl = int(json.load(r).get("TTL", -1))
+            except (OSError, ValueError):
+                continue  # paused or restarting: no proof either way
+            if ttl < 0:
+                return  # gone
+            self.proofs.append((sent, sent + ttl))
+
+    def stop(self):
+        self.stopping.set()
+        self.join(5)
+
+
+class EtcdBackend:
+    """A real etcd; with `short`, a 5 s lease and a 1 s grace, so that expiries come quickly."""
+    name, settle = "etcd", 1.1  # a second of TimeToLive polls before the fault
+
+    def __enter__(self):
+        self.server = EtcdServer().__enter__()
+        self.address = self.server.url
+        self.pollers = {}
+        return self
+
+    def __exit__(self, *exc):
+        for poller in self.pollers.values():
+            poller.stop()
+        self.server.__exit__(*exc)
+
+    def target(self):
+        host, port = self.address.rsplit("/", 1)[1].rsplit(":", 1)
+        return host, int(port)
+
+    def ttl(self, short):
+        return 5.0 if short else 10.0
+
+    def flags(self, address=None, short=False):
+        return (["-backend", "etcd", "-endpoints", address or self.address]
+                + (["-session-ttl", "5s", "-kill-after", "1s"] if short else []))
+
+    def victim_address(self, proxy):
+        return proxy.url
+
+    def server_pid(self):
+        return self.server.proc.pid
+
+    def restart(self, down):
+        """A crash and a restart on the same data directory and ports."""
+        proc = self.server.proc
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(down)  # the length of the outage, not a wait for an event
+        self.server.proc = subprocess.Popen(proc.args, stdin=subprocess.DEVNULL,
+                                            stdout=self.server.log, stderr=subprocess.STDOUT)
+        if not wait_until(self.server.healthy, 30 * SLOW, 0.05):
+            raise RuntimeError("etcd did not come back after its restart")
+
+    def before_victim(self, run):
+        pass
+
+    def watch(self, run, v):
+        """Starts polling the lease of the victim's key (<prefix>/<lease hex>, or sem<N>-<hex>)."""
+        name = v.section.lease.rsplit("/", 1)[-1].rsplit("-", 1)[-1]
+        poller = LeasePoller(self.address, int(name, 16))
+        poller.start()
+        self.pollers[v.tag] = poller
+
+    def deadline(self, run, v):
+        poller = self.pollers.pop(v.tag, None)
+        if poller is None:
+            return None
+        poller.stop()
+        if not poller.proofs:
+            return None
+        return _as_of_end(lambda until: poller.bound(until) or -1.0, v.section.end)
+
+
+BACKENDS = {"local": LocalBackend, "consul": ConsulBackend, "etcd": EtcdBackend}
+
+
+# ---- faults --------------------------------------------------------------------------------------
+
+@dataclass
+class Fault:
+    name: str
+    inject: object            # inject(run, victim): blocks while the fault lasts
+    expect: str | None        # "survive", "stop", "refuse", or None (safety only)
+    length: float = 0.0       # how long the fault lasts; a ridden-out section outlasts it
+    short: bool = True        # shortest TTLs (else lock's defaults; see the module's doc)
+    servers: bool = True      # also for consul and etcd
+    local: bool = False       # also for local
+    phase: str = "hold"       # "hold": aimed at a victim holding; "acquire": before it asks
+    server_wide: bool = False  # hits every contender's lease: any of them may lose its hold
+    touches_server: bool = False  # the others meet it too: their runs may fail (no child started)
+    n2: bool = False          # worth running with -n 2 too (the semaphore's own paths)
+
+
+def _kill_lock(run, v):
+    os.kill(v.proc.pid, signal.SIGKILL)
+    if not wait_until(lambda: not alive(v.section.pid) and not alive(v.section.helper), 2 * SLOW):
+        run.problem(f"the child tree outlived kill -9 of lock by more than {2 * SLOW:.0f}s")
+
+
+def _stop_lock(seconds):
+    def inject(run, v):
+        os.kill(v.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)  # the length of the fault
+        finally:
+            os.kill(v.proc.pid, signal.SIGCONT)
+    return inject
+
+
+def _stop_lock_beyond_ttl(run, v):
+    """Pauses lock until its lease has surely expired and someone else has taken over; a paused
+    lock cannot stop anything, so the overlap this makes is the allowed one. Once it runs again,
+    its deadline is long past and the child must go at once."""
+    run.allowed.add(v.section.pid)
+    os.kill(v.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(run.ttl + 1.5)  # the length of the fault: past the expiry, and a take-over
+    finally:
+        os.kill(v.proc.pid, signal.SIGCONT)
+    if not wait_until(lambda: v.section.end is not None, 3 * SLOW):
+        run.problem("lock did not stop its child within 3s of SIGCONT, its lease long expired")
+
+
+def _pause_server(seconds):
+    def inject(run, v):
+        pid = run.backend.server_pid()
+        start = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)  # the length of the fault
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            # What arrives just after the resume may meet an expired session or be renewed; count
+            # neither as a renewal.
+            run.windows.append((start, time.monotonic() + 0.5))
+    return inject
+
+
+def _pause_server_beyond_ttl(run, v):
+    _pause_server(run.ttl + 1.5)(run, v)
+
+
+def _restart_server(run, v):
+    run.backend.restart(2.0)
+
+
+def _proxy(mode, length, **kw):
+    def inject(run, v):
+        run.proxy.set_mode(mode, **kw)
+        time.sleep(length)  # the length of the fault
+        run.proxy.set_mode("pass")
+    return inject
+
+
+def _proxy_until_lost(mode, **kw):
+    """The victim's server stays unreachable until its lock gives up (or well past the TTL)."""
+    def inject(run, v):
+        run.proxy.set_mode(mode, **kw)
+        try:
+            wait_until(lambda: not alive(v.proc.pid) or v.section.end is not None,
+                       (run.ttl * 2 + 10) * SLOW, 0.02)
+        finally:
+            run.proxy.set_mode("pass")
+    return inject
+
+
+def _5xx_burst(run, v):
+    if isinstance(run.backend, ConsulBackend):
+        run.backend.fail_5xx(run, 2.5)  # the whole server, for every contender
+        time.sleep(2.5)  # the length of the fault
+    else:
+        _proxy("http", 2.5, status=503, reason="Service Unavailable",
+               body='{"error":"etcdserver: leader changed","code":14}')(run, v)
+
+
+def _malformed(length):
+    def inject(run, v):
+        _proxy("http", length, status=200, reason="OK",
+               body=MALFORMED[(run.backend.name, "hold")],
+               headers={"Content-Type": "application/json", "X-Consul-Index": "7"})(run, v)
+    return inject
+
+
+def _malformed_now(run):
+    run.proxy.set_mode("http", status=200, reason="OK",
+                       body=MALFORMED[(run.backend.name, "acquire")],
+                       headers={"Content-Type": "application/json", "X-Consul-Index": "7"})
+
+
+def _endless_now(run):
+    run.proxy.set_mode("endless", bytes='{"Key":"x","Value":"' + "A" * 1000 + '"},')
+
+
+FAULTS = [
+    Fault("none", None, None, short=False, local=True, n2=True),
+    Fault("kill -9 lock", _kill_lock, None, local=True, n2=True),
+    Fault("SIGSTOP lock 2s", _stop_lock(2.0), "survive", 2.0, short=False, local=True),
+    Fault("SIGSTOP lock > TTL", _stop_lock_beyond_ttl, None, n2=True),
+    Fault("SIGSTOP server 2.5s", _pause_server(2.5), "survive", 2.5, short=False,
+          touches_server=True),
+    Fault("SIGSTOP server > TTL", _pause_server_beyond_ttl, "stop", server_wide=True,
+          touches_server=True),
+    Fault("server restart", _restart_server, None, 4.0, server_wide=True, touches_server=True),
+    Fault("proxy delay 0.3s", _proxy("delay", 3.0, seconds=0.3), "survive", 3.0, short=False),
+    Fault("proxy blackhole 2.5s", _proxy("blackhole", 2.5), "survive", 2.5, short=False),
+    Fault("proxy blackhole > TTL", _proxy_until_lost("blackhole"), "stop", n2=True),
+    Fault("proxy reset 2.5s", _proxy("reset", 2.5), "survive", 2.5, short=False),
+    Fault("5xx 2.5s", _5xx_burst, "survive", 2.5, short=False, touches_server=True),
+    Fault("5xx > TTL", _proxy_until_lost("http", status=503, reason="Service Unavailable",
+                                         body="No cluster leader"), "stop"),
+    # Bad replies are failed requests like any other: ridden out as an outage is.
+    Fault("malformed 2.5s", _malformed(2.5), "survive", 2.5, short=False),
+    Fault("endless body 2.5s", _proxy("endless", 2.5, bytes="A" * 1000), "survive", 2.5,
+          short=False),
+    Fault("malformed at acquire", _malformed_now, "refuse", phase="acquire"),
+    Fault("endless body at acquire", _endless_now, "refuse", phase="acquire"),
+]
+
+
+def faults_for(backend):
+    return [f for f in FAULTS if (f.local if backend == "local" else f.servers)]
+
+
+# ---- one scenario --------------------------------------------------------------------------------
+
+class Victim:
+    def __init__(self, tag, proc):
+        self.tag, self.proc = tag, proc
+        self.section = None
+
+
+class Scenario:
+    """Runs one fault on one backend with limit n until `quota` sections have been logged and
+    the fault has been met at least once (again after every `gap` sections of the contenders);
+    returns the checked Row."""
+
+    def __init__(self, backend, fault, n, quota, workdir, lock=LOCK, contenders=3, think=0.1,
+                 seed=1, gap=None):
+        self.backend, self.fault, self.n, self.quota = backend, fault, n, quota
+        self.workdir, self.lock = workdir, lock
+        self.count, self.think, self.seed = contenders, think, seed
+        self.gap = gap or quota  # the default: the fault once
+        self.ttl = backend.ttl(fault.short)
+        self.row = Row(backend.name, fault.name, n,
+                       expected=expected_failure(backend.name, fault.name, n))
+        self.windows = []     # (from, to) monotonic: the server renewed nothing then
+        self.allowed = set()  # pids of children whose lock was paused beyond the TTL
+        self.expect = {}      # victim's child pid -> "survive", "stop" or None
+        self.deadlines = {}   # child pid -> lease deadline as the server saw it
+        self.proxy = None
+
+    def problem(self, text):
+        self.row.problems.append(text)
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CONSUL_", "ETCDCTL_", "LOCK_"))}
+        env["LOCK_STATE_DIR"] = getattr(self.backend, "dir", "/nonexistent")
+        return env
+
+    def run(self):
+        began = time.monotonic()
+        slug = "".join(c if c.isalnum() else "-" for c in self.fault.name).strip("-")
+        log = os.path.join(self.workdir, f"{self.backend.name}-{slug}-n{self.n}.log")
+        common = ["-n", str(self.n), "-shell=false"]
+        target = self.backend.target()
+        with FaultProxy(*target) if target else _Nothing() as proxy:
+            self.proxy = proxy
+            self.watcher = LogWatcher(log)
+            self.watcher.start()
+            self.crowd = Contenders(self.lock, self.backend.flags(short=self.fault.short) + common,
+                                    f"chaos/{slug}-n{self.n}", log, self.env(), self.count,
+                                    self.seed, self.think)
+            self.victim_flags = self.backend.flags(
+                self.backend.victim_address(proxy) if proxy else None, self.fault.short) + common
+            ending_at = None
+            try:
+                self.crowd.start()
+                self.cycles()
+            finally:
+                if proxy:
+                    proxy.set_mode("pass")
+                ending_at = time.monotonic()
+                for tag in self.crowd.stop(15 * SLOW):
+                    self.problem(f"{tag}'s lock did not exit within {15 * SLOW:.0f}s of SIGTERM")
+                if not self.watcher.wait(lambda ss: not self.watcher.open_sections(), 10 * SLOW):
+                    self.problem("children still running after every lock was stopped")
+                self.watcher.stop()
+        for line in self.watcher.malformed:
+            self.problem(f"malformed log line {line!r}")
+        failed = len(self.crowd.failures)
+        if failed:
+            said = self.crowd.failures[0][2].splitlines()[-1:] or ["(no message)"]
+            text = (f"{failed} of {self.crowd.runs} contender runs failed, e.g. "
+                    f"{self.crowd.failures[0][0]} exit {self.crowd.failures[0][1]}: "
+                    f"{said[0][:300]!r}")
+            # Only a fault the others meet too (on the server) may make their runs fail; a
+            # victim's kill or pause may cost them a wait, never an error.
+            (self.row.notes if self.fault.touches_server else self.row.problems).append(text)
+        check(self.row, self.watcher.sections, self.deadlines, self.allowed, self.expect,
+              ending_at, self.fault.server_wide)
+        self.row.seconds = time.monotonic() - began
+        return self.row
+
+    def status(self):
+        """lock -status of the prefix, for a report of a hang."""
+        try:
+            r = subprocess.run([self.lock, *self.crowd.flags, "-status", self.crowd.prefix],
+                               env=self.env(), capture_output=True, text=True, timeout=10 * SLOW)
+            return f"exit {r.returncode}: {(r.stdout + r.stderr).strip()[:1000]!r}"
+        except subprocess.TimeoutExpired:
+            return "lock -status hung too"
+
+    def cycles(self):
+        """The fault, then the contenders' `gap` sections, until the quota is met."""
+        cycle = 0
+        while not ABORT.is_set():
+            if self.fault.inject is not None:
+                self.cycle(cycle)
+                cycle += 1
+            have = len(self.watcher.sections)
+            if have >= self.quota:
+                return
+            want = min(self.quota, have + self.gap)
+            # After a lost hold the others may wait out a TTL; beyond that, no progress is a hang.
+            limit = (2 * (self.ttl or 0) + 60) * SLOW
+            if not self.watcher.wait(lambda ss: len(ss) >= want or ABORT.is_set(), limit):
+                self.problem(f"the contenders made no progress for {limit:.0f}s "
+                             f"({len(self.watcher.sections)} of {want} sections): "
+                             f"{self.crowd.snapshot()}; status: {self.status()}")
+                return
+            if want >= self.quota:
+                return
+
+    def cycle(self, i):
+        if self.fault.phase == "acquire":
+            self.refusal(i)
+        else:
+            self.victim_cycle(i)
+
+    def start_victim(self, i, seconds):
+        if hasattr(self.backend, "before_victim"):
+            self.backend.before_victim(self)
+        tag = f"victim{i}"
+        return Victim(tag, self.crowd.spawn(seconds, tag, self.victim_flags))
+
+    def victim_cycle(self, i):
+        settle = self.backend.settle
+        # A victim that must lose its hold gets a section too long to end by itself.
+        seconds = 120 if self.fault.expect == "stop" or self.fault.name.endswith("> TTL") \
+            else settle + self.fault.length + 1.5
+        self.crowd.hold_off()  # the victim's turn comes once the runs already queued are done
+        try:
+            v = self.start_victim(i, seconds)
+            found = self.watcher.wait(
+                lambda ss: next((s for s in ss if s.tag == v.tag), None) or not alive(v.proc.pid),
+                (30 + 2 * (self.ttl or 0)) * SLOW)
+        finally:
+            self.crowd.resume()  # and the others queue behind it, ready to take over
+        if found is None or found is True:
+            self.problem(f"{v.tag} never got its turn: {self.end_victim(v, 1)}")
+            return
+        v.section = found
+        self.backend.watch(self, v)
+        time.sleep(settle)  # the victim holds a while (renewals going) before the fault
+        self.fault.inject(self, v)
+        done = self.end_victim(v, (self.ttl or 0) * 2 + seconds + 20)
+        if done is None:
+            self.problem(f"{v.tag}'s lock neither ended nor stopped its child (killed)")
+            return
+        code, err, _ = done
+        self.watcher.wait(lambda ss: v.section.end is not None, 10 * SLOW)
+        deadline = self.backend.deadline(self, v)
+        if deadline is not None:
+            self.deadlines[v.section.pid] = deadline
+        self.expect[v.section.pid] = self.fault.expect if self.fault.expect in (
+            "survive", "stop") else None
+        said = err.strip().splitlines()
+        if i == 0:
+            self.row.notes.append(f"{v.tag}: child {v.section.how}, lock exit {code}")
+        if self.fault.expect == "survive" and code != 0:
+            self.problem(f"{v.tag}'s lock exited {code} though the fault should be ridden out: "
+                         f"{said[-1:] or '(nothing)'}")
+        if self.fault.expect == "stop":
+            if code != 1:
+                self.problem(f"{v.tag}'s lock exited {code} after losing its hold")
+            if i == 0:
+                self.row.notes.append(f"victim said {said[-1][:400] if said else '(nothing)'!r}")
+        if len(said) > 3 or any(w in err for w in ("what()", "terminate called", "Sanitizer")):
+            self.problem(f"{v.tag} said too much or crashed: {err.strip()[:300]!r}")
+
+    def end_victim(self, v, timeout):
+        """Waits for the victim's lock; kills it (and its tree, through its watchdog) at the
+        timeout. Returns finish()'s answer, None for a kill."""
+        done = finish(v.proc, timeout * SLOW)
+        if done is None:  # not reaped yet, so the pid is still the victim's
+            os.kill(v.proc.pid, signal.SIGCONT)
+            os.kill(v.proc.pid, signal.SIGKILL)
+            finish(v.proc, 10 * SLOW)
+        self.crowd.forget(v.tag)
+        return done
+
+    def refusal(self, i):
+        self.fault.inject(self)
+        v = self.start_victim(i, 1.0)
+        try:
+            done = self.end_victim(v, 30)
+        finally:
+            self.proxy.set_mode("pass")
+        if done is None:
+            self.problem("lock hung on the bad reply (30s)")
+            return
+        code, err, rss = done
+        lines = err.strip().splitlines()
+        if self.watcher.section_of(v.tag):
+            self.problem("the child started on a bad reply")
+        if code != 1:
+            self.problem(f"lock exited {code} on a bad reply")
+        if len(lines) != 1 or any(w in err for w in ("stoll", "exception", "what()")):
+            self.problem(f"not one plain line: {err.strip()[:300]!r}")
+        if rss > 64 * 1024:
+            self.problem(f"lock grew to {rss // 1024} MB on the bad reply")
+        if i == 0:
+            self.row.notes.append(f"victim said {lines[-1][:160] if lines else '(nothing)'!r}, "
+                                  f"peak RSS {rss // 1024} MB")
+
+
+class _Nothing:
+    """`with` for a backend without a proxy."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        pass
