@@ -226,3 +226,13 @@ TEST_CASE("kind_of is asked about the name without dashes or value") {
   split_go_flags({"--timeout=1s", "-name", "x", "p"}, recording);
   CHECK(asked == std::vector<std::string>{"timeout", "name"});
 }
+
+TEST_CASE("parse_go_int: out of range as soon as the magnitude passes 2^64-1, as Go's ParseInt") {
+  CHECK_THROWS_AS(lk::parse_go_int("18446744073709551616x"), std::out_of_range);
+  CHECK_THROWS_AS(lk::parse_go_int("99999999999999999999_"), std::out_of_range);
+  CHECK_THROWS_AS(lk::parse_go_int("12x"), std::invalid_argument);
+  CHECK_THROWS_AS(lk::parse_go_int("_1"), std::invalid_argument);
+  CHECK_THROWS_AS(lk::parse_go_int("9223372036854775808"), std::out_of_range);
+  CHECK(lk::parse_go_int("-9223372036854775808") == INT64_MIN);
+  CHECK(lk::parse_go_int("1_000") == 1000);
+}
