@@ -24,8 +24,12 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from harness import pid_alive as alive  # noqa: E402
 
 SECTION = r"""
 use strict;
@@ -54,15 +58,6 @@ PERL = "/usr/bin/perl"
 def section_seconds(rng, shortest=0.002, longest=0.1):
     """Log-uniform between shortest and longest: mostly short sections, some long ones."""
     return math.exp(rng.uniform(math.log(shortest), math.log(longest)))
-
-
-def alive(pid):
-    """True while the process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def tree(pid):
