@@ -528,6 +528,13 @@ class FaultTests(unittest.TestCase):
         with self.assertRaises((http.client.RemoteDisconnected, ConnectionError)):
             self.c.request("PUT", "/v1/kv/during", b"1", timeout=10)
         self.assertGreaterEqual(time.monotonic() - start, 0.9)
+
+        def answers():  # the partition's end drops what is in flight, then serves again
+            try:
+                return self.c.request("GET", "/v1/status/leader", timeout=2)[0] == 200
+            except (http.client.HTTPException, ConnectionError):
+                return False
+        wait_for(answers, 5, "the partition's end")
         self.assertIsNone(self.c.get("during"))  # the request never reached the server
         self.assertEqual(self.c.get("before")[0]["Value"], b"1")
 
