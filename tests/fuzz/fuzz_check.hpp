@@ -2,6 +2,7 @@
 // What every fuzz target shares: a check that NDEBUG does not remove and that names what broke
 // (libFuzzer reports the abort as a crash and keeps the input), and the shape of text meant for
 // a one-line message.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -74,6 +75,25 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
     out.emplace_back(s.substr(0, at));
   out.emplace_back(s);
   return out;
+}
+
+// The framing the reply targets share: the first byte picks an operation from `ops` (any other
+// byte maps onto one), then a line of tab-separated arguments (at least two), then the body.
+struct Operation {
+  char op;
+  std::vector<std::string> args;
+  std::string_view body;
+};
+
+inline Operation operation(const std::uint8_t* data, std::size_t size, std::string_view ops) {
+  char op = static_cast<char>(data[0]);
+  if (ops.find(op) == std::string_view::npos) op = ops[data[0] % ops.size()];
+  std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  std::string_view line = rest.substr(0, rest.find('\n'));
+  std::string_view body = line.size() < rest.size() ? rest.substr(line.size() + 1) : std::string_view();
+  std::vector<std::string> args = split(line, '\t');
+  args.resize(std::max<std::size_t>(args.size(), 2));
+  return {op, std::move(args), body};
 }
 
 }  // namespace fuzz

@@ -211,14 +211,7 @@ void wait_index(std::string_view body) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  static const char kOps[] = "ikbcsw";
-  char op = static_cast<char>(data[0]);
-  if (!std::strchr(kOps, op) || op == '\0') op = kOps[data[0] % (sizeof kOps - 1)];
-  std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  std::string_view line = rest.substr(0, rest.find('\n'));
-  std::string_view body = line.size() < rest.size() ? rest.substr(line.size() + 1) : std::string_view();
-  std::vector<std::string> args = fuzz::split(line, '\t');
-  args.resize(std::max<std::size_t>(args.size(), 2));
+  auto [op, args, body] = fuzz::operation(data, size, "ikbcsw");
 
   switch (op) {
     case 'i': index_header(body); break;
