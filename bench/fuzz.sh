@@ -5,6 +5,7 @@
 #
 #   bench/fuzz.sh                   # 10000000 executions per target
 #   bench/fuzz.sh 1000000
+#   bench/fuzz.sh 10000000 fuzz_duration fuzz_http_response   # only these targets
 #
 # Knobs (environment): FUZZ_BUILD_DIR (build-fuzz), FUZZ_CXX (clang++-14).
 set -euo pipefail
@@ -16,6 +17,13 @@ build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 cxx=${FUZZ_CXX:-clang++-14}
 targets=(fuzz_go_flags fuzz_duration fuzz_holder_record fuzz_consul_reply fuzz_etcd_reply
          fuzz_etcd_stream fuzz_http_response)
+if (($# > 1)); then
+  shift
+  for t; do
+    [[ " ${targets[*]} " == *" $t "* ]] || { echo "bench/fuzz.sh: no target $t (${targets[*]})" >&2; exit 2; }
+  done
+  targets=("$@")
+fi
 
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root/tests/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" \

@@ -151,7 +151,18 @@ class EtcdSemaphoreTest(EtcdTestCase):
             _, err = p.communicate(timeout=240 * SLOW)
             self.assertEqual(p.returncode, 0, f"contender {n} failed: {err}")
         self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
-        self.assertEqual(max_overlap(log), 3)
+        # How many overlap in a race depends on timing; that three can is shown below.
+        self.assertLessEqual(max_overlap(log), 3)
+        self.assert_nothing_left()
+
+    def test_three_hold_at_once_and_a_fourth_waits(self):
+        holders = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(3)]
+        r = self.run_lock("-n", "3", "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        for k, holder in enumerate(holders):
+            self.release(f"go{k}")
+            self.assert_succeeds(holder)
         self.assert_nothing_left()
 
     def test_limit_conflict_and_lock_semaphore_conflict(self):
