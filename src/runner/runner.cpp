@@ -71,10 +71,8 @@ int run(const Options& o) {
   ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
                   on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
   child.inherit_fds.insert(child.inherit_fds.end(), pass_down.begin(), pass_down.end());
-  if (hold->loss_fd() >= 0) watchdog.keep_open(hold->loss_fd());
   RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
   hold->release();
-  hold.reset();  // while the watchdog still keeps its descriptors open (see watchdog.hpp)
   verbose("released the lock");
 
   if (result.lost) fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);

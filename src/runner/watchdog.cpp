@@ -8,14 +8,13 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstring>
 
 #include "util/error.hpp"
 
 namespace lk {
 namespace {
 
-enum Kind : std::int32_t { kKeepOpen, kGuard, kDisarm };
+enum Kind : std::int32_t { kGuard, kDisarm };
 struct Message {
   std::int32_t kind;
   std::int32_t value;
@@ -30,14 +29,7 @@ struct Message {
   pid_t pgid = 0;
   for (;;) {
     Message m{};
-    char control[CMSG_SPACE(sizeof(int))];
-    iovec iov{&m, sizeof m};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = recvmsg(fd, &msg, MSG_WAITALL);  // a kept descriptor simply stays open
+    ssize_t n = recv(fd, &m, sizeof m, MSG_WAITALL);
     if (n < 0 && errno == EINTR) continue;
     if (n != sizeof m) break;  // lock is gone
     if (m.kind == kGuard) pgid = m.value;
@@ -75,29 +67,11 @@ Watchdog::Watchdog() {
 
 namespace {
 
-bool send_message(int socket, Message m, int fd = -1) {
-  iovec iov{&m, sizeof m};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  return sendmsg(socket, &msg, MSG_NOSIGNAL) == sizeof m;
+bool send_message(int socket, Message m) {
+  return send(socket, &m, sizeof m, MSG_NOSIGNAL) == sizeof m;
 }
 
 }  // namespace
-
-void Watchdog::keep_open(int fd) {
-  if (!send_message(socket_.get(), {kKeepOpen, 0}, fd)) throw sys_error("cannot reach the watchdog");
-}
 
 bool Watchdog::guard_me() const { return send_message(socket_.get(), {kGuard, getpid()}); }
 

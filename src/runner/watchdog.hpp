@@ -20,9 +20,6 @@ class Watchdog {
   ~Watchdog() = default;
 
   pid_t pid() const { return pid_; }
-  // Keeps a copy of `fd` open until we are gone. Closing an inotify descriptor waits for an RCU
-  // grace period, milliseconds that nobody should wait for; the watchdog pays them instead.
-  void keep_open(int fd);
   // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
   // vanish, its process group dies, even before we learn its pid.
   bool guard_me() const;

@@ -387,12 +387,54 @@ class LocalStateTest(LockTestCase):
         self.wait_file("log", "TERM")
         code, _, err = self.finish(holder)
         self.assertEqual(code, 1)
-        self.assertEqual(err, f"lock: lock lost: the lock file {self.prefix_dir()}/slot.0 was removed "
-                              "or replaced; the child was stopped\n")
+        self.assertEqual(err, f"lock: lock lost: the lock file {self.prefix_dir()}/slot.0 was removed, "
+                              "replaced or moved; the child was stopped\n")
         # The prefix is usable again.
         r = self.run_lock("-timeout", "10s", "p", "true")
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertEqual(self.prefixes_left(), [])
+
+    def assert_lost_to_a_newcomer(self, take_the_path_away):
+        """Takes the holder's path away; a newcomer then takes the lock at the same path at once,
+        and the holder notices within the period of its path check (0.5 s) and stops its child."""
+        tokens = self.path("tokens")
+        holder = self.hold(before=f"exec 2>/dev/null; echo $LOCK_FENCING_TOKEN >> {tokens}; "
+                                  f"trap 'echo TERM >> {self.path('log')}; exit 0' TERM; ")
+        key = os.path.join(self.prefix_dir(), "slot.0")
+        take_the_path_away()
+        taken = time.monotonic()
+        newcomer = self.run_lock("-timeout", "10s", "p", f"echo $LOCK_FENCING_TOKEN >> {tokens}")
+        self.assertEqual((newcomer.returncode, newcomer.stderr), (0, ""))
+        self.wait_file("log", "TERM")
+        self.assertLess(time.monotonic() - taken, 0.5 + 1.0 * SLOW)
+        code, _, err = self.finish(holder)
+        self.assertEqual((code, err), (1, f"lock: lock lost: the lock file {key} was removed, "
+                                          "replaced or moved; the child was stopped\n"))
+        held, new = map(int, read_file(tokens).split())
+        self.assertGreater(new, held)
+
+    def test_renaming_a_directory_above_the_state_directory_stops_the_child(self):
+        above = self.path("above")
+        self.state = os.path.join(above, "state")
+        self.env["LOCK_STATE_DIR"] = self.state
+        self.assert_lost_to_a_newcomer(lambda: os.rename(above, self.path("moved")))
+
+    def test_mounting_over_the_state_directory_stops_the_child(self):
+        empty = self.path("empty")
+        os.mkdir(empty)
+        mounted = []
+
+        def mount_over():
+            r = subprocess.run(["mount", "--bind", empty, self.state], capture_output=True, text=True)
+            if r.returncode != 0:
+                self.skipTest(f"cannot bind-mount here: {r.stderr.strip()}")
+            mounted.append(self.state)
+
+        try:
+            self.assert_lost_to_a_newcomer(mount_over)
+        finally:
+            if mounted:
+                subprocess.run(["umount", self.state], check=True)
 
     def test_removing_the_prefix_directory_stops_the_child(self):
         holder = self.hold_until_lost()

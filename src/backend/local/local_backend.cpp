@@ -13,9 +13,9 @@
 #include "backend/local/local_backend.hpp"
 
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -168,19 +168,43 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, Deadline deadline,
   }
 }
 
+// How often a holder looks its slot file up again by path. The kernel sends no event when a
+// directory above the state directory is renamed or something is mounted over it, and an inotify
+// instance per holder would stop at 128 holders per user (fs.inotify.max_user_instances), so the
+// look is on a timer: a wakeup and two stat calls per period, and no kernel quota.
+constexpr std::chrono::milliseconds kPathCheckEvery{500};
+
+UniqueFd new_path_check_timer() {
+  UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  constexpr long kNanos = std::chrono::nanoseconds(kPathCheckEvery).count();
+  itimerspec every{{kNanos / 1'000'000'000, kNanos % 1'000'000'000},
+                   {kNanos / 1'000'000'000, kNanos % 1'000'000'000}};
+  if (!fd || timerfd_settime(fd.get(), 0, &every, nullptr) < 0)
+    throw sys_error("cannot start the timer that checks the lock file");
+  return fd;
+}
+
+// Our slot file was removed or replaced, a directory above it renamed, or something mounted over
+// it: a newcomer would create a fresh file at the path and take it while our child still runs.
+std::optional<std::string> path_lost(int slot_fd, const std::string& key) {
+  struct stat ours, now;
+  if (fstat(slot_fd, &ours) == 0 && stat(key.c_str(), &now) == 0 && ours.st_dev == now.st_dev &&
+      ours.st_ino == now.st_ino)
+    return std::nullopt;
+  return "the lock file " + key + " was removed, replaced or moved";
+}
+
 class LocalHold : public Hold {
  public:
   LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::uint64_t token, std::string prefix,
-            UniqueFd inotify)
+            UniqueFd timer)
       : dir_(std::move(dir)),
         slot_(slot),
         slot_fd_(std::move(slot_fd)),
         token_(token),
         prefix_(std::move(prefix)),
         key_(dir_.path(PrefixDir::slot_file(slot))),
-        inotify_(std::move(inotify)) {
-    watch_for_removal();
-  }
+        timer_(std::move(timer)) {}
   ~LocalHold() override {
     try {
       release();
@@ -189,19 +213,12 @@ class LocalHold : public Hold {
     }
   }
 
-  int loss_fd() const override { return inotify_.get(); }
+  int loss_fd() const override { return timer_.get(); }
 
-  // Someone removed or replaced our slot file (or the directories above it): a newcomer would
-  // create a fresh one and take it while our child still runs, so the hold counts as lost.
   std::optional<std::string> check_loss() override {
-    char buf[4096];
-    while (read(inotify_.get(), buf, sizeof buf) > 0) {
-    }
-    struct stat ours, now;
-    if (fstat(slot_fd_.get(), &ours) == 0 && stat(key_.c_str(), &now) == 0 &&
-        ours.st_dev == now.st_dev && ours.st_ino == now.st_ino)
-      return std::nullopt;
-    return "the lock file " + key_ + " was removed or replaced";
+    std::uint64_t expirations;
+    (void)!read(timer_.get(), &expirations, sizeof expirations);
+    return path_lost(slot_fd_.get(), key_);
   }
 
   EnvVars child_env() const override {
@@ -223,35 +240,14 @@ class LocalHold : public Hold {
   }
 
  private:
-  void watch_for_removal() {
-    std::string dir = key_.substr(0, key_.rfind('/'));
-    std::string state = dir.substr(0, dir.rfind('/'));
-    const uint32_t gone = IN_DELETE_SELF | IN_MOVE_SELF;
-    if (inotify_add_watch(inotify_.get(), key_.c_str(), gone | IN_ATTRIB) < 0 ||
-        inotify_add_watch(inotify_.get(), dir.c_str(), gone) < 0 ||
-        inotify_add_watch(inotify_.get(), state.c_str(), gone) < 0)
-      throw sys_error("cannot watch " + key_);
-    if (auto lost = check_loss()) throw Error(*lost);  // removed before the watch was in place
-  }
-
   PrefixDir dir_;
   int slot_;
   UniqueFd slot_fd_;
   std::uint64_t token_;
   std::string prefix_;
   std::string key_;
-  UniqueFd inotify_;
+  UniqueFd timer_;
 };
-
-// Made once the slot is won, before a fencing token is taken (waiters hold no inotify instance:
-// there are only 128 per user by default).
-UniqueFd new_inotify() {
-  UniqueFd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd)
-    throw sys_error(errno == EMFILE ? "cannot watch the lock files (see fs.inotify.max_user_instances)"
-                                    : "cannot watch the lock files");
-  return fd;
-}
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
 std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderRecord record,
@@ -270,13 +266,15 @@ std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderReco
       }
     }
   } undo{dir, fd};
-  UniqueFd inotify = new_inotify();  // before the token: failing here spends none
+  UniqueFd timer = new_path_check_timer();  // before the token: failing here spends none
   record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
   write_record(fd.get(), record);
+  // Gone already (rm -rf of the state directory while we queued): the child must not start.
+  if (auto lost = path_lost(fd.get(), dir.path(PrefixDir::slot_file(slot)))) throw Error(*lost);
   undo.armed = false;
   dir.unlock_meta();
   return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), record.token,
-                                     record.prefix, std::move(inotify));
+                                     record.prefix, std::move(timer));
 }
 
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
