@@ -171,36 +171,35 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, Deadline deadline,
 // How often a holder looks its slot file up again by path. The kernel sends no event when a
 // directory above the state directory is renamed or something is mounted over it, and an inotify
 // instance per holder would stop at 128 holders per user (fs.inotify.max_user_instances), so the
-// look is on a timer: a wakeup and two stat calls per period, and no kernel quota.
-constexpr std::chrono::milliseconds kPathCheckEvery{500};
+// look is on a timer: one wakeup and one stat call a second, and no kernel quota.
+constexpr std::chrono::seconds kPathCheckEvery{1};
 
 UniqueFd new_path_check_timer() {
   UniqueFd fd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-  constexpr long kNanos = std::chrono::nanoseconds(kPathCheckEvery).count();
-  itimerspec every{{kNanos / 1'000'000'000, kNanos % 1'000'000'000},
-                   {kNanos / 1'000'000'000, kNanos % 1'000'000'000}};
+  itimerspec every{{kPathCheckEvery.count(), 0}, {kPathCheckEvery.count(), 0}};
   if (!fd || timerfd_settime(fd.get(), 0, &every, nullptr) < 0)
     throw sys_error("cannot start the timer that checks the lock file");
   return fd;
 }
 
-// Our slot file was removed or replaced, a directory above it renamed, or something mounted over
-// it: a newcomer would create a fresh file at the path and take it while our child still runs.
-std::optional<std::string> path_lost(int slot_fd, const std::string& key) {
-  struct stat ours, now;
-  if (fstat(slot_fd, &ours) == 0 && stat(key.c_str(), &now) == 0 && ours.st_dev == now.st_dev &&
-      ours.st_ino == now.st_ino)
+// Our slot file (`ours`, as fstat saw it) was removed or replaced, a directory above it renamed,
+// or something mounted over it: a newcomer would create a fresh file at the path and take it
+// while our child still runs.
+std::optional<std::string> path_lost(const struct stat& ours, const std::string& key) {
+  struct stat now;
+  if (stat(key.c_str(), &now) == 0 && ours.st_dev == now.st_dev && ours.st_ino == now.st_ino)
     return std::nullopt;
   return "the lock file " + key + " was removed, replaced or moved";
 }
 
 class LocalHold : public Hold {
  public:
-  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::uint64_t token, std::string prefix,
-            UniqueFd timer)
+  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, const struct stat& file, std::uint64_t token,
+            std::string prefix, UniqueFd timer)
       : dir_(std::move(dir)),
         slot_(slot),
         slot_fd_(std::move(slot_fd)),
+        file_(file),
         token_(token),
         prefix_(std::move(prefix)),
         key_(dir_.path(PrefixDir::slot_file(slot))),
@@ -218,7 +217,7 @@ class LocalHold : public Hold {
   std::optional<std::string> check_loss() override {
     std::uint64_t expirations;
     (void)!read(timer_.get(), &expirations, sizeof expirations);
-    return path_lost(slot_fd_.get(), key_);
+    return path_lost(file_, key_);
   }
 
   EnvVars child_env() const override {
@@ -243,6 +242,7 @@ class LocalHold : public Hold {
   PrefixDir dir_;
   int slot_;
   UniqueFd slot_fd_;
+  struct stat file_;
   std::uint64_t token_;
   std::string prefix_;
   std::string key_;
@@ -270,10 +270,13 @@ std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderReco
   record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
   write_record(fd.get(), record);
   // Gone already (rm -rf of the state directory while we queued): the child must not start.
-  if (auto lost = path_lost(fd.get(), dir.path(PrefixDir::slot_file(slot)))) throw Error(*lost);
+  struct stat file;
+  std::string key = dir.path(PrefixDir::slot_file(slot));
+  if (fstat(fd.get(), &file) < 0) throw sys_error("cannot look at " + key);
+  if (auto lost = path_lost(file, key)) throw Error(*lost);
   undo.armed = false;
   dir.unlock_meta();
-  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), record.token,
+  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), file, record.token,
                                      record.prefix, std::move(timer));
 }
 
