@@ -5,9 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-
 #include "cli/duration.hpp"
+#include "runner/children.hpp"
 #include "runner/terminal.hpp"
 #include "util/log.hpp"
 
@@ -29,7 +28,9 @@ RunResult Supervisor::run(const ChildSpec& spec) {
   // Children we had before the child (inherited across the exec that started us, or the watchdog
   // when we are init) are not of its tree: never signalled, never waited for.
   foreign_.insert(watchdog_.pid());
-  for (pid_t pid : children().value_or(std::vector<pid_t>{})) foreign_.insert(pid);
+  auto before = listed_children();
+  if (!before && have_children()) before = scanned_children();
+  for (pid_t pid : before.value_or(std::vector<pid_t>{})) foreign_.insert(pid);
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
   // Also when started in the background: a later fg hands the terminal over (see suspend()).
   Foreground foreground(spec.on_terminal);
@@ -46,6 +47,7 @@ RunResult Supervisor::run(const ChildSpec& spec) {
     pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {hold_.loss_fd(), POLLIN, 0}};
     timespec ts;
     Deadline wake = result_.lost ? kill_at_ : Deadline::earlier(kill_at_, hold_.stop_by());
+    if (stopping_) wake = Deadline::earlier(wake, next_scan_);
     int n = ppoll(fds, watching_loss ? 2 : 1, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
     if (n > 0 && (fds[0].revents & POLLIN))
@@ -56,12 +58,13 @@ RunResult Supervisor::run(const ChildSpec& spec) {
     }
     if (!result_.lost && hold_.stop_by().passed())
       lose(hold_.check_loss().value_or("the lease was not renewed in time and may expire soon"));
+    if (stopping_ && next_scan_.passed()) signal_escaped(killing_ ? SIGKILL : stop_signal_, false);
     if (stopping_ && !killing_ && kill_at_.passed()) {
       verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
               format_go_duration(kill_after_));
       killing_ = true;
       kill_at_ = Deadline::never();
-      signal_tree(SIGKILL);
+      signal_tree(SIGKILL, true);
     }
   }
   watchdog_.disarm();
@@ -156,9 +159,9 @@ void Supervisor::on_child_exit(const siginfo_t& info) {
 
 void Supervisor::after_reap() {
   if (killing_) {
-    signal_tree(SIGKILL);  // orphans adopted since the last round
+    signal_tree(SIGKILL, false);  // orphans adopted since the last round
   } else if (stopping_) {
-    signal_escaped(stop_signal_);  // orphans adopted since, that the group signal did not reach
+    signal_escaped(stop_signal_, false);  // orphans adopted since, that the group signal missed
   } else if (!child_running_) {
     stop(SIGTERM, "the child exited; stopping the processes it left behind");
   }
@@ -186,29 +189,42 @@ void Supervisor::stop(int sig, const std::string& why) {
   stopping_ = true;
   stop_signal_ = sig;
   kill_at_ = Deadline::after(kill_after_);
-  signal_tree(sig);
+  signal_tree(sig, true);
 }
 
-void Supervisor::signal_tree(int sig) {
+void Supervisor::signal_tree(int sig, bool new_round) {
   kill(-child_, sig);
-  signal_escaped(sig);
+  signal_escaped(sig, new_round);
 }
 
 // Our children outside the child's process group are orphans of the tree that left it, adopted
 // by us: their pids cannot be reused before we reap them, so signalling them is safe. Each gets
 // a given signal once.
-void Supervisor::signal_escaped(int sig) {
-  for (pid_t pid : children().value_or(std::vector<pid_t>{}))
+void Supervisor::signal_escaped(int sig, bool new_round) {
+  auto pids = children();
+  if (!pids) {
+    // Without /proc, a scan of every pid finds them (up to seconds of CPU): when the stop and the
+    // kill begin, and while any remain, once a second or less often, so that scans take at most
+    // a fifth of a core (the run loop wakes for them).
+    if (!new_round && !next_scan_.passed()) return;
+    auto started = Clock::now();
+    pids = without_foreign(scanned_children());
+    next_scan_ = Deadline::after(std::max<Clock::duration>(std::chrono::seconds(1),
+                                                           4 * (Clock::now() - started)));
+  }
+  for (pid_t pid : *pids)
     if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
 }
 
-std::optional<std::vector<pid_t>> Supervisor::children() const {
-  std::ifstream list("/proc/self/task/" + std::to_string(getpid()) + "/children");
-  if (!list) return std::nullopt;
-  std::vector<pid_t> pids;
-  for (pid_t pid; list >> pid;)
-    if (!foreign_.contains(pid)) pids.push_back(pid);
+std::vector<pid_t> Supervisor::without_foreign(std::vector<pid_t> pids) const {
+  std::erase_if(pids, [&](pid_t pid) { return foreign_.contains(pid); });
   return pids;
+}
+
+std::optional<std::vector<pid_t>> Supervisor::children() const {
+  auto pids = listed_children();
+  if (!pids) return std::nullopt;
+  return without_foreign(std::move(*pids));
 }
 
 }  // namespace lk

@@ -41,10 +41,12 @@ class Supervisor {
   void on_child_exit(const siginfo_t& info);
   void after_reap();
   std::optional<std::vector<pid_t>> children() const;  // of the tree; nullopt without /proc
+  std::vector<pid_t> without_foreign(std::vector<pid_t> pids) const;
   void stop(int sig, const std::string& why);
   void suspend();
-  void signal_tree(int sig);
-  void signal_escaped(int sig);
+  // new_round: the stop or the kill begins (rather than orphans adopted since, after a reap).
+  void signal_tree(int sig, bool new_round);
+  void signal_escaped(int sig, bool new_round);
 
   Signals& signals_;
   Hold& hold_;
@@ -62,6 +64,7 @@ class Supervisor {
   Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
   bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
   Deadline kill_at_ = Deadline::never();
+  Deadline next_scan_ = Deadline::never();  // without /proc: when to look for escaped orphans again
 };
 
 }  // namespace lk

@@ -2,6 +2,7 @@
 after a crash, the state directory's safety checks, and loss of the lock files while held."""
 
 import calendar
+import errno
 import json
 import os
 import pwd
@@ -453,6 +454,138 @@ class LocalStateTest(LockTestCase):
             f.write(read_file(os.path.join(self.prefix_dir(), "slot.0")))
         os.rename(other, os.path.join(self.prefix_dir(), "slot.0"))
         self.assert_lost(holder)
+
+
+class OutOfSpaceTest(LockTestCase):
+    """The state directory's file system runs out of inodes or space at any step of a run: the
+    run fails with a message that says so, and leaves nothing behind."""
+
+    def setUp(self):
+        super().setUp()
+        self.mount = self.path("small")
+        os.mkdir(self.mount)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs", self.mount],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.skipTest(f"cannot mount a small tmpfs here: {r.stderr.strip()}")
+        self.state = os.path.join(self.mount, "state")
+        self.env["LOCK_STATE_DIR"] = self.state
+        os.mkdir(self.state, 0o700)
+        self.fillers = []
+
+    def tearDown(self):
+        for p in self.procs:  # their descriptors would keep the file system busy
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        subprocess.run(["umount", self.mount], check=True)
+        super().tearDown()
+
+    def free(self):
+        for name in self.fillers:
+            os.unlink(name)
+        self.fillers = []
+
+    def leave_inodes(self, count):
+        """Takes every free inode of the file system but `count`."""
+        self.free()
+        while True:
+            name = os.path.join(self.mount, f"filler.{len(self.fillers)}")
+            try:
+                os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except OSError as e:
+                self.assertEqual(e.errno, errno.ENOSPC)
+                break
+            self.fillers.append(name)
+        for _ in range(count):
+            os.unlink(self.fillers.pop())
+
+    def leave_pages(self, count):
+        """Takes every free page of the file system but `count`."""
+        self.free()
+        name = os.path.join(self.mount, "filler")
+        page = os.sysconf("SC_PAGE_SIZE")
+        fd = os.open(name, os.O_CREAT | os.O_WRONLY)
+        self.fillers.append(name)
+        try:
+            while True:
+                try:
+                    os.write(fd, b"x" * page)
+                except OSError as e:
+                    self.assertEqual(e.errno, errno.ENOSPC)
+                    break
+            os.ftruncate(fd, os.fstat(fd).st_size - count * page)
+        finally:
+            os.close(fd)
+
+    def assert_full_or_done(self, result, ran):
+        """Either the child ran, or lock failed for want of space and the child did not run."""
+        if result.returncode == 0:
+            self.assertEqual(result.stderr, "")
+            self.assertTrue(os.path.exists(ran))
+            os.unlink(ran)
+            return True
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, r"^lock: cannot (create|open|write) [^\n]*: "
+                                        r"No space left on device\n$")
+        self.assertFalse(os.path.exists(ran))
+        return False
+
+    def test_out_of_inodes_on_the_way_to_a_free_lock(self):
+        # The prefix's directory, meta, slot.0 and the state directory's fencing counter.
+        outcomes = []
+        for count in range(5):
+            with self.subTest(free_inodes=count):
+                if os.path.exists(os.path.join(self.state, "@fence")):
+                    os.unlink(os.path.join(self.state, "@fence"))
+                self.leave_inodes(count)
+                ran = self.path("ran")
+                outcomes.append(self.assert_full_or_done(self.run_lock("p", f"touch {ran}"), ran))
+                self.assertEqual(self.prefixes_left(), [])
+        self.assertEqual(outcomes, [False, False, False, False, True])
+
+    def test_out_of_inodes_on_the_way_into_the_queue(self):
+        holder = self.hold()
+        files = self.prefix_files("p")
+        for count in range(2):  # a ticket takes one
+            with self.subTest(free_inodes=count):
+                self.leave_inodes(count)
+                ran = self.path("ran")
+                r = self.run_lock("-timeout", "200ms", "p", f"touch {ran}")
+                if count == 0:
+                    self.assertFalse(self.assert_full_or_done(r, ran))
+                else:
+                    self.assertEqual(r.returncode, 1)
+                    self.assertIn("timed out waiting for prefix 'p'", r.stderr)
+                self.assertEqual(self.prefix_files("p"), files)
+        self.free()
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(self.prefixes_left(), [])
+
+    def test_out_of_space_on_the_way_to_a_free_lock(self):
+        # A page for meta and one for slot.0's holder record (the fencing counter has its own).
+        self.assertEqual(self.run_lock("p", "true").returncode, 0)
+        outcomes = []
+        for count in range(3):
+            with self.subTest(free_pages=count):
+                self.leave_pages(count)
+                ran = self.path("ran")
+                outcomes.append(self.assert_full_or_done(self.run_lock("p", f"touch {ran}"), ran))
+                self.assertEqual(self.prefixes_left(), [])
+        self.assertEqual(outcomes, [False, False, True])
+
+    def test_out_of_space_on_the_way_into_the_queue(self):
+        holder = self.hold()
+        files = self.prefix_files("p")
+        self.leave_pages(0)
+        ran = self.path("ran")
+        self.assertFalse(self.assert_full_or_done(self.run_lock("-timeout", "5s", "p", f"touch {ran}"), ran))
+        self.assertEqual(self.prefix_files("p"), files)
+        self.free()
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(self.prefixes_left(), [])
 
 
 if __name__ == "__main__":

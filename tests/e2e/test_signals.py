@@ -282,5 +282,40 @@ class KilledLockTest(SignalTestCase):
         self.assert_released()
 
 
+class EscapedProcessTest(SignalTestCase):
+    """A process that left the child's process group (setsid) and ignores SIGTERM is stopped all
+    the same once the child has exited: SIGTERM at once, SIGKILL after -kill-after. lock, its
+    subreaper, finds it in /proc, or without /proc by asking the kernel about every pid."""
+
+    def run_with_an_escaped_process(self, wrapper):
+        escaped = self.path("escaped")
+        started = time.monotonic()
+        p = subprocess.Popen([*wrapper, LOCK, "-kill-after", "300ms", "p",
+                              f"setsid sh -c 'trap \"\" TERM; echo $$ > {escaped}.tmp; "
+                              f"mv {escaped}.tmp {escaped}; {LOOP}' & "
+                              f"while [ ! -e {escaped} ]; do sleep 0.01; done"],
+                             env=self.env, cwd=self.tmp, preexec_fn=default_signals, text=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.procs.append(p)
+        pid = self.pid_from("escaped")
+        self.kill_later(pid)
+        code, out, err = self.finish(p)
+        if err.startswith(("unshare:", "mount:")):
+            self.skipTest(f"cannot hide /proc here: {err.strip()}")
+        self.assertEqual((code, out, err), (0, "", ""))
+        self.assertLess(time.monotonic() - started, 0.3 + 3.0 * SLOW)
+        self.assertFalse(pid_alive(pid), "the escaped process outlived lock")
+        self.assert_released()
+
+    def test_it_is_killed_after_kill_after(self):
+        self.run_with_an_escaped_process([])
+
+    @unittest.skipUnless(shutil.which("unshare"), "needs unshare")
+    def test_it_is_killed_after_kill_after_without_proc(self):
+        # An empty file system over /proc, seen by lock alone (its own mount namespace).
+        self.run_with_an_escaped_process(
+            ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -79,13 +79,14 @@ UniqueFd open_in(const PrefixDir& dir, const std::string& file, int flags) {
 
 // Overwrites the record in place, padded with blanks (which JSON ignores) to the file's size:
 // truncating instead costs a journal transaction on ext4, on the path every holder takes.
-void write_record(int fd, const HolderRecord& record) {
+void write_record(int fd, const std::string& path, const HolderRecord& record) {
   std::string json = record.to_json();
   struct stat st;
-  if (fstat(fd, &st) < 0) throw sys_error("cannot write holder record");
+  if (fstat(fd, &st) < 0) throw sys_error("cannot write " + path);
   if (static_cast<off_t>(json.size()) < st.st_size) json.resize(st.st_size, ' ');
-  if (pwrite(fd, json.data(), json.size(), 0) != static_cast<ssize_t>(json.size()))
-    throw sys_error("cannot write holder record");
+  ssize_t n = pwrite(fd, json.data(), json.size(), 0);
+  if (n != static_cast<ssize_t>(json.size()))  // a short write: the file system is full
+    throw sys_error("cannot write " + path, n < 0 ? errno : ENOSPC);
 }
 
 // A record that does not parse belongs to a holder still writing it.
@@ -120,7 +121,7 @@ class Ticket {
     if (!fd_) throw sys_error("cannot create " + dir.path(file_));
     try {
       if (!try_lock(fd_.get(), LockKind::exclusive)) throw Error("cannot lock " + dir.path(file_));
-      write_record(fd_.get(), waiter);
+      write_record(fd_.get(), dir.path(file_), waiter);
     } catch (...) {
       leave();
       throw;
@@ -249,32 +250,18 @@ class LocalHold : public Hold {
   UniqueFd timer_;
 };
 
-// Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold.
-std::unique_ptr<Hold> hold_slot(PrefixDir dir, int slot, UniqueFd fd, HolderRecord record,
+// Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold. On
+// failure, closing `fd` gives the slot back (acquire's caller tidies the prefix).
+std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, HolderRecord record,
                                 Deadline deadline, const Interrupt& interrupt) {
-  struct Undo {  // on failure: the slot goes back, and the prefix's files if nobody else uses them
-    PrefixDir& dir;
-    UniqueFd& slot;
-    bool armed = true;
-    ~Undo() {
-      if (!armed) return;
-      slot.reset();
-      try {
-        dir.remove_if_idle();
-      } catch (...) {
-        // Only tidiness is lost: the next user of the prefix cleans up.
-      }
-    }
-  } undo{dir, fd};
   UniqueFd timer = new_path_check_timer();  // before the token: failing here spends none
   record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
-  write_record(fd.get(), record);
+  std::string key = dir.path(PrefixDir::slot_file(slot));
+  write_record(fd.get(), key, record);
   // Gone already (rm -rf of the state directory while we queued): the child must not start.
   struct stat file;
-  std::string key = dir.path(PrefixDir::slot_file(slot));
   if (fstat(fd.get(), &file) < 0) throw sys_error("cannot look at " + key);
   if (auto lost = path_lost(file, key)) throw Error(*lost);
-  undo.armed = false;
   dir.unlock_meta();
   return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), file, record.token,
                                      record.prefix, std::move(timer));
@@ -296,26 +283,15 @@ void check_limit_fits(int limit) {
                      std::to_string(files.rlim_cur) + " (ulimit -n)");
 }
 
-}  // namespace
-
-LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
-    : state_path_(state_path.empty() ? default_state_dir() : state_path) {
-  PrivateUmask creating;
-  state_ = open_state_dir(state_path_, /*must_be_private=*/state_path.empty(), !only_look);
-}
-
-std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
-                                            const Interrupt& interrupt) {
-  PrivateUmask creating;
-  check_limit_fits(spec.limit);
-  auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
-                              interrupt);
+// Steps 1 to 4 in the prefix's directory, entered with its meta lock held. Null when the prefix
+// carried a limit that nobody uses any more and was removed: the caller starts over.
+std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline deadline,
+                                const Interrupt& interrupt) {
   auto waiter = HolderRecord::for_this_process(spec.prefix, spec.session_name);
 
   // Step 1.
   Meta meta = dir.read_meta();
-  if (meta.limit != spec.limit && meta.limit != 0 && dir.remove_if_idle())
-    return acquire(spec, deadline, interrupt);  // a limit nobody uses any more
+  if (meta.limit != spec.limit && meta.limit != 0 && dir.remove_if_idle()) return nullptr;
   check_limit(meta.limit, spec.limit);
   bool limit_is_new = meta.limit == 0;
   meta.limit = spec.limit;
@@ -325,28 +301,13 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       UniqueFd fd = open_slot(dir, i);
       if (!try_lock(fd.get(), LockKind::exclusive)) continue;
       if (limit_is_new) dir.write_meta(meta);
-      return hold_slot(std::move(dir), i, std::move(fd), waiter, deadline, interrupt);
+      return hold_slot(dir, i, std::move(fd), waiter, deadline, interrupt);
     }
   }
   std::uint64_t number = meta.next_ticket++;
   dir.write_meta(meta);  // first: dying before the ticket exists leaves only a gap in the numbers
   Ticket ticket(dir, number, waiter);
   dir.unlock_meta();
-
-  struct GiveUp {  // on timeout, interruption or error: leave no ticket, and no files if idle
-    PrefixDir& dir;
-    Ticket& ticket;
-    bool armed = true;
-    ~GiveUp() {
-      if (!armed) return;
-      ticket.leave();
-      try {
-        dir.tidy();
-      } catch (...) {
-        // Only tidiness is lost: the next user of the prefix cleans up.
-      }
-    }
-  } give_up{dir, ticket};
   auto timed_out = [&] {
     return AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'" +
                           describe_holders(dir));
@@ -370,10 +331,35 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
 
   // Step 4.
   if (!dir.lock_meta(deadline, interrupt)) throw timed_out();
-  give_up.armed = false;
   ticket.leave();
-  return hold_slot(std::move(dir), static_cast<int>(*slot), std::move(slots[*slot]), waiter,
-                   deadline, interrupt);
+  return hold_slot(dir, static_cast<int>(*slot), std::move(slots[*slot]), waiter, deadline,
+                   interrupt);
+}
+
+}  // namespace
+
+LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
+    : state_path_(state_path.empty() ? default_state_dir() : state_path) {
+  PrivateUmask creating;
+  state_ = open_state_dir(state_path_, /*must_be_private=*/state_path.empty(), !only_look);
+}
+
+std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
+                                            const Interrupt& interrupt) {
+  PrivateUmask creating;
+  check_limit_fits(spec.limit);
+  for (;;) {
+    auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
+                                interrupt);
+    try {
+      if (auto hold = take_turn(dir, spec, deadline, interrupt)) return hold;
+    } catch (...) {
+      // Timed out, interrupted, or out of space or inodes: our ticket and slot are closed by
+      // now, and what this run created goes too unless someone else uses the prefix.
+      dir.tidy();
+      throw;
+    }
+  }
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {

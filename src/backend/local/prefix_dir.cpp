@@ -57,8 +57,8 @@ PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const st
                            Deadline deadline, const Interrupt& interrupt) {
   for (;;) {
     PrefixDir d(state_fd, state_path + "/" + name, name);
-    if (mkdirat(state_fd, name.c_str(), 0700) < 0 && errno != EEXIST)
-      throw sys_error("cannot create " + d.path_);
+    bool made = mkdirat(state_fd, name.c_str(), 0700) == 0;
+    if (!made && errno != EEXIST) throw sys_error("cannot create " + d.path_);
     d.dir_.reset(openat(state_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!d.dir_) {
       if (errno == ENOENT) continue;  // removed by a cleanup since our mkdir
@@ -67,7 +67,11 @@ PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const st
     d.meta_.reset(openat(d.dir_.get(), "meta", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!d.meta_) {
       if (errno == ENOENT) continue;
-      throw sys_error("cannot open " + d.path("meta"));
+      auto error = sys_error("cannot create " + d.path("meta"));
+      // Out of inodes, say: leave no empty directory behind (if another run has put its meta
+      // file in it meanwhile, the removal fails, as it should).
+      if (made) unlinkat(state_fd, name.c_str(), AT_REMOVEDIR);
+      throw error;
     }
     LockTarget meta{d.meta_.get(), LockKind::exclusive};
     if (!lock_any({&meta, 1}, deadline, interrupt))
@@ -148,9 +152,13 @@ bool PrefixDir::remove_if_idle() {
   return true;
 }
 
-void PrefixDir::tidy() {
-  if (!try_lock(meta_.get(), LockKind::exclusive)) return;
-  remove_if_idle();
+void PrefixDir::tidy() noexcept {
+  if (!meta_ || !try_lock(meta_.get(), LockKind::exclusive)) return;
+  try {
+    remove_if_idle();
+  } catch (...) {
+    // Only tidiness is lost: the next user of the prefix cleans up.
+  }
   unlock_meta();
 }
 

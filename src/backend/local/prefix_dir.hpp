@@ -49,8 +49,9 @@ class PrefixDir {
   // gets the lock, and starts over; one that comes after creates them afresh.
   bool remove_if_idle();
   // The same, on the way out, when it is cheap: skipped if the meta lock is busy (whoever holds
-  // it is using the prefix, or will tidy up after it), so leaving never waits on anyone.
-  void tidy();
+  // it is using the prefix, or will tidy up after it), so leaving never waits on anyone. Never
+  // fails: only tidiness would be lost, and the next user of the prefix cleans up.
+  void tidy() noexcept;
 
  private:
   PrefixDir(int state_fd, std::string path, std::string name)
