@@ -113,14 +113,34 @@ def finish(proc, timeout):
 # and deadline(run, v) bracket a victim's hold to learn its lease's expiry as the server sees it.
 
 class LocalBackend:
+    """The state directory on a small tmpfs of its own where mounting is permitted, so that the
+    file system can be filled without touching anyone else's."""
     name, settle = "local", 0.2
 
     def __enter__(self):
-        self.dir = tempfile.mkdtemp(prefix="lock-chaos-state-")
+        self.top = tempfile.mkdtemp(prefix="lock-chaos-local-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=4096", "tmpfs",
+                            self.top], capture_output=True, text=True)
+        self.mounted = r.returncode == 0
+        self.why_not_mounted = r.stderr.strip()
+        self.dir = os.path.join(self.top, "state")
         return self
 
     def __exit__(self, *exc):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.mounted:
+            subprocess.run(["umount", self.top], check=True)
+        shutil.rmtree(self.top, ignore_errors=True)
+
+    def leftovers(self):
+        """What the prefixes left in the state directory (its fencing counter stays for good)."""
+        found = []
+        if os.path.isdir(self.dir):
+            for name in os.listdir(self.dir):
+                if name != "@fence":
+                    path = os.path.join(self.dir, name)
+                    found.append(f"{name}/{{{','.join(sorted(os.listdir(path)))}}}"
+                                 if os.path.isdir(path) else name)
+        return found
 
     def target(self):
         return None  # no server, no proxy
@@ -408,6 +428,49 @@ def _proxy_until_lost(mode, **kw):
     return inject
 
 
+def _remove_state_dir(run, v):
+    """rm -rf of the local state directory while the victim holds (renamed away first, so that
+    it is gone at one instant). A newcomer takes the lock at once in a fresh one: README.md allows
+    that overlap until the victim's path check notices (1 s) and its child stops, provided the
+    newcomer's token is higher. The waiters start over in the fresh directory."""
+    gone = run.backend.dir + ".gone"
+    run.allowed.add(v.section.pid)
+    run.deadlines[v.section.pid] = time.monotonic()
+    os.rename(run.backend.dir, gone)
+    shutil.rmtree(gone, ignore_errors=True)
+    limit = 1.0 + 2.0 * SLOW
+    if not wait_until(lambda: v.section.end is not None, limit):
+        run.problem(f"the victim's child still ran {limit:.1f}s after its state directory went")
+
+
+def _fill_state_fs(seconds):
+    """No free inode and no free page on the state directory's file system for a while: runs that
+    start then fail (and must leave nothing behind), the victim holds on and lets go normally."""
+    def inject(run, v):
+        if not run.backend.mounted:
+            run.row.notes.append(f"not injected: cannot mount a tmpfs ({run.backend.why_not_mounted})")
+            return
+        filler = os.path.join(run.backend.top, "filler")
+        os.mkdir(filler)
+        try:
+            with open(os.path.join(filler, "pages"), "wb") as f:
+                try:
+                    while True:
+                        f.write(b"x" * 65536)
+                        f.flush()
+                except OSError:
+                    pass  # ENOSPC: every page taken
+            try:
+                for i in range(1 << 20):
+                    os.close(os.open(os.path.join(filler, str(i)), os.O_CREAT | os.O_WRONLY))
+            except OSError:
+                pass  # ENOSPC: every inode taken
+            time.sleep(seconds)  # the length of the fault
+        finally:
+            shutil.rmtree(filler, ignore_errors=True)
+    return inject
+
+
 def _5xx_burst(run, v):
     if isinstance(run.backend, ConsulBackend):
         run.backend.fail_5xx(run, 2.5)  # the whole server, for every contender
@@ -456,6 +519,9 @@ FAULTS = [
     Fault("malformed 2.5s", _malformed(2.5), "survive", 2.5, short=False),
     Fault("endless body 2.5s", _proxy("endless", 2.5, bytes="A" * 1000), "survive", 2.5,
           short=False),
+    Fault("rm -rf state dir", _remove_state_dir, "stop", servers=False, local=True),
+    Fault("state fs full 2s", _fill_state_fs(2.0), "survive", 2.0, servers=False, local=True,
+          touches_server=True, n2=True),
     Fault("malformed at acquire", _malformed_now, "refuse", phase="acquire"),
     Fault("endless body at acquire", _endless_now, "refuse", phase="acquire"),
 ]
@@ -532,6 +598,8 @@ class Scenario:
                 self.watcher.stop()
         for line in self.watcher.malformed:
             self.problem(f"malformed log line {line!r}")
+        if hasattr(self.backend, "leftovers") and self.backend.leftovers():
+            self.problem(f"left behind in the state directory: {self.backend.leftovers()}")
         failed = len(self.crowd.failures)
         if failed:
             said = self.crowd.failures[0][2].splitlines()[-1:] or ["(no message)"]

@@ -437,6 +437,20 @@ class LocalStateTest(LockTestCase):
             if mounted:
                 subprocess.run(["umount", self.state], check=True)
 
+    def test_waiters_start_over_when_the_state_directory_is_removed(self):
+        holder = self.hold_until_lost()
+        log = self.path("sections")
+        waiters = [self.start_lock("-timeout", "20s", "p", f"echo start >> {log}; sleep 0.1; "
+                                                           f"echo end >> {log}") for _ in range(2)]
+        wait_for(lambda: sum(f.startswith("q.") for f in os.listdir(self.prefix_dir())) == 2,
+                 what="both waiters to queue")
+        subprocess.run(["rm", "-rf", self.state], check=True)
+        self.assert_lost(holder)
+        for w in waiters:
+            self.assert_succeeds(w)
+        self.assertEqual(read_file(log).split(), ["start", "end"] * 2)
+        self.assertEqual(self.prefixes_left(), [])
+
     def test_removing_the_prefix_directory_stops_the_child(self):
         holder = self.hold_until_lost()
         subprocess.run(["rm", "-rf", self.prefix_dir()], check=True)

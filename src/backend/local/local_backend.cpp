@@ -336,12 +336,29 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
                    interrupt);
 }
 
+bool starts_over(std::exception_ptr failure, const PrefixDir& dir) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const AcquireTimeout&) {
+    return false;
+  } catch (const Interrupted&) {
+    return false;
+  } catch (const Error& e) {
+    if (!dir.moved()) return false;
+    verbose("{}; the prefix's directory was removed or moved meanwhile: starting over", e.what());
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 }  // namespace
 
 LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
-    : state_path_(state_path.empty() ? default_state_dir() : state_path) {
+    : state_path_(state_path.empty() ? default_state_dir() : state_path),
+      must_be_private_(state_path.empty()) {
   PrivateUmask creating;
-  state_ = open_state_dir(state_path_, /*must_be_private=*/state_path.empty(), !only_look);
+  state_ = open_state_dir(state_path_, must_be_private_, !only_look);
 }
 
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
@@ -354,10 +371,16 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     try {
       if (auto hold = take_turn(dir, spec, deadline, interrupt)) return hold;
     } catch (...) {
-      // Timed out, interrupted, or out of space or inodes: our ticket and slot are closed by
-      // now, and what this run created goes too unless someone else uses the prefix.
-      dir.tidy();
-      throw;
+      // A failure because the prefix's directory was taken away meanwhile (a cleaner of /tmp,
+      // rm -rf of the state directory): we were queued where nobody else looks, so start over
+      // where newcomers go. Any other (timed out, interrupted, out of space or inodes): our
+      // ticket and slot are closed by now, and what this run created goes too unless someone
+      // else uses the prefix.
+      if (!starts_over(std::current_exception(), dir)) {
+        dir.tidy();
+        throw;
+      }
+      state_ = open_state_dir(state_path_, must_be_private_, /*create=*/true);
     }
   }
 }

@@ -18,6 +18,7 @@ class LocalBackend : public Backend {
 
  private:
   std::string state_path_;
+  bool must_be_private_;
   UniqueFd state_;
 };
 

@@ -141,6 +141,12 @@ bool PrefixDir::any_locked(std::string_view kind) const {
 
 bool PrefixDir::someone_waits() const { return any_locked("q."); }
 
+bool PrefixDir::moved() const {
+  struct stat ours, now;
+  return fstat(dir_.get(), &ours) < 0 || stat(path_.c_str(), &now) < 0 ||
+         ours.st_dev != now.st_dev || ours.st_ino != now.st_ino;
+}
+
 bool PrefixDir::remove_if_idle() {
   if (any_locked("")) return false;
   for_each_entry(dir_.get(), [&](const char* name) {

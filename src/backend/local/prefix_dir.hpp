@@ -41,6 +41,7 @@ class PrefixDir {
 
   std::vector<std::uint64_t> tickets() const;  // ascending, those of dead waiters included
   bool someone_waits() const;                  // is any ticket still locked by its waiter?
+  bool moved() const;  // is the directory no longer at its path (removed, or moved away)?
   static std::string ticket_file(std::uint64_t number);
   static std::string slot_file(int slot);
 
