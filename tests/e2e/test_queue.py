@@ -181,9 +181,6 @@ class QueueTest(QueueCase):
         self.assert_succeeds(first)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class StuckLockTest(QueueCase):
     """A process stopped (^Z) while it holds one of the short internal locks, the prefix's meta
@@ -233,3 +230,7 @@ class StuckLockTest(QueueCase):
         self.assertEqual(code, 1, err)
         self.assertTrue(err.startswith("lock: timed out waiting for prefix 'p'"), err)
         self.assertFalse(os.path.exists(self.path("order")))
+
+
+if __name__ == "__main__":
+    unittest.main()
