@@ -336,22 +336,6 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
                    interrupt);
 }
 
-bool starts_over(std::exception_ptr failure, const PrefixDir& dir) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const AcquireTimeout&) {
-    return false;
-  } catch (const Interrupted&) {
-    return false;
-  } catch (const Error& e) {
-    if (!dir.moved()) return false;
-    verbose("{}; the prefix's directory was removed or moved meanwhile: starting over", e.what());
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 }  // namespace
 
 LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
@@ -365,22 +349,27 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
                                             const Interrupt& interrupt) {
   PrivateUmask creating;
   check_limit_fits(spec.limit);
-  for (;;) {
+  // Bounded, so that a path that never leads back to what was opened cannot make a busy loop.
+  for (int start_overs = 0;; ++start_overs) {
     auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                                 interrupt);
     try {
       if (auto hold = take_turn(dir, spec, deadline, interrupt)) return hold;
-    } catch (...) {
+    } catch (const Error& e) {
       // A failure because the prefix's directory was taken away meanwhile (a cleaner of /tmp,
       // rm -rf of the state directory): we were queued where nobody else looks, so start over
-      // where newcomers go. Any other (timed out, interrupted, out of space or inodes): our
-      // ticket and slot are closed by now, and what this run created goes too unless someone
+      // where newcomers go. Any other (out of space or inodes, say) is the run's end.
+      bool gave_up = dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
+      bool start_over = !gave_up && start_overs < 10 && dir.moved();
+      // Our ticket and slot are closed by now; what this run created goes too, unless someone
       // else uses the prefix.
-      if (!starts_over(std::current_exception(), dir)) {
-        dir.tidy();
-        throw;
-      }
+      dir.tidy();
+      if (!start_over) throw;
+      verbose("{}; the prefix's directory was removed or moved meanwhile: starting over", e.what());
       state_ = open_state_dir(state_path_, must_be_private_, /*create=*/true);
+    } catch (...) {
+      dir.tidy();
+      throw;
     }
   }
 }
