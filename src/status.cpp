@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/make_backend.hpp"
+#include "util/json_text.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -12,8 +13,13 @@ namespace {
 
 constexpr int kNotHeld = 3;
 
+// Scripts read this; a name or host that is not UTF-8 keeps its exact bytes beside it.
 nlohmann::json as_json(const HolderRecord& r) {
-  return {{"host", r.host}, {"pid", r.pid}, {"name", r.name}, {"since", r.since}, {"token", r.token}};
+  nlohmann::json j = {{"pid", r.pid}, {"token", r.token}};
+  put_text(j, "host", r.host);
+  put_text(j, "name", r.name);
+  put_text(j, "since", r.since);
+  return j;
 }
 
 // Records are written by other processes, names by users: nothing in them may reach the
@@ -28,9 +34,10 @@ int show_status(const Options& o) {
   PrefixStatus s = make_backend(o)->status(o.prefix);
   bool held = !s.holders.empty();
   if (o.json) {
-    nlohmann::json out = {{"prefix", o.prefix},      {"backend", o.backend}, {"limit", s.limit},
-                          {"held", held},            {"holders", nlohmann::json::array()},
+    nlohmann::json out = {{"backend", o.backend},  {"limit", s.limit},
+                          {"held", held},           {"holders", nlohmann::json::array()},
                           {"waiters", nlohmann::json::array()}};
+    put_text(out, "prefix", o.prefix);
     for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
     for (const auto& r : s.waiters) out["waiters"].push_back(as_json(r));
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -6,7 +6,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "util/base64.hpp"
 #include "util/error.hpp"
+#include "util/json_text.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -29,9 +31,12 @@ HolderRecord HolderRecord::for_this_process(const std::string& prefix, const std
 }
 
 std::string HolderRecord::to_json() const {
-  nlohmann::json j = {{"prefix", prefix}, {"name", name},   {"host", host},
-                      {"pid", pid},       {"since", since}, {"token", token}};
-  // Names and prefixes come from the command line and need not be UTF-8; JSON must be.
+  nlohmann::json j = {{"pid", pid}, {"token", token}};
+  // Names and prefixes come from the command line and need not be UTF-8, while JSON must be.
+  put_text(j, "prefix", prefix);
+  put_text(j, "name", name);
+  put_text(j, "host", host);
+  put_text(j, "since", since);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -49,10 +54,18 @@ const nlohmann::json& field(const nlohmann::json& j, const char* name) {
   return *it;
 }
 
+// The exact bytes in "<name>_base64", when the writer had to put them there (see put_text), win
+// over the text JSON could hold.
 std::string text_field(const nlohmann::json& j, const char* name) {
   const auto& v = field(j, name);
   if (!v.is_string()) malformed(std::string(name) + " is not a string");
-  return v.get<std::string>();
+  const std::string exact_name = std::string(name) + "_base64";
+  auto exact = j.find(exact_name);
+  if (exact == j.end()) return v.get<std::string>();
+  if (!exact->is_string()) malformed(exact_name + " is not a string");
+  auto bytes = base64_decode(exact->get_ref<const std::string&>());
+  if (!bytes) malformed(exact_name + " is not base64");
+  return *bytes;
 }
 
 template <class Int>

@@ -16,6 +16,8 @@ struct HolderRecord {
   std::uint64_t token = 0;  // fencing token; 0 while waiting
 
   static HolderRecord for_this_process(const std::string& prefix, const std::string& name);
+  // A text field that is not UTF-8 also gets "<field>_base64", its exact bytes, which from_json
+  // prefers: any bytes come back as they were (see util/json_text.hpp).
   std::string to_json() const;
   static HolderRecord from_json(const std::string& text);  // throws Error when malformed
   // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid

@@ -5,13 +5,11 @@
 namespace lk {
 namespace {
 
-// The length of the well-formed UTF-8 character `s` starts with, or 0: overlong forms,
-// surrogates, code points past U+10FFFF and sequences cut short are not, and neither are the C1
-// controls (U+0080 to U+009F), which some terminals obey as they do ESC.
-std::size_t printable_character(std::string_view s) {
+// The length of the well-formed UTF-8 character of two bytes or more that `s` starts with, or 0:
+// overlong forms, surrogates, code points past U+10FFFF and sequences cut short are not.
+std::size_t multibyte_character(std::string_view s, char32_t& code) {
   auto lead = static_cast<unsigned char>(s[0]);
   std::size_t length;
-  char32_t code;
   if (lead >= 0xc2 && lead <= 0xdf) {
     length = 2;
     code = lead & 0x1f;
@@ -32,6 +30,14 @@ std::size_t printable_character(std::string_view s) {
   }
   static constexpr char32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
   if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return length;
+}
+
+// As multibyte_character, but the C1 controls (U+0080 to U+009F) count as malformed too: some
+// terminals obey them as they do ESC.
+std::size_t printable_character(std::string_view s) {
+  char32_t code = 0;
+  std::size_t length = multibyte_character(s, code);
   return code < 0xa0 ? 0 : length;
 }
 
@@ -63,6 +69,15 @@ std::string printable(std::string_view text, std::size_t max) {
     i += used;
   }
   return out;
+}
+
+bool valid_utf8(std::string_view text) {
+  char32_t code = 0;
+  for (std::size_t i = 0, used; i < text.size(); i += used) {
+    bool ascii = static_cast<unsigned char>(text[i]) < 0x80;
+    if ((used = ascii ? 1 : multibyte_character(text.substr(i), code)) == 0) return false;
+  }
+  return true;
 }
 
 }  // namespace lk

@@ -11,4 +11,7 @@ namespace lk {
 
 std::string printable(std::string_view text, std::size_t max = 200);
 
+// Whether `text` is well-formed UTF-8 (RFC 3629), as JSON text must be; controls are allowed.
+bool valid_utf8(std::string_view text);
+
 }  // namespace lk

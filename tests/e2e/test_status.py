@@ -1,6 +1,7 @@
 """lock -status: who holds a prefix and who waits, for people and (with -json) for scripts; the
 exit status says whether the prefix is held."""
 
+import base64
 import json
 import os
 import socket
@@ -53,13 +54,31 @@ class StatusTest(LockTestCase):
         self.assertEqual((out["held"], out["holders"], out["waiters"]), (False, [], []))
 
     def test_a_name_with_control_characters_is_shown_escaped(self):
-        # "\udcff" reaches lock as the byte 0xff, not UTF-8: the record keeps it as U+FFFD.
+        # "\udcff" reaches lock as the byte 0xff, not UTF-8: the record keeps the byte, and it is
+        # shown escaped like the controls.
         holder = self.hold("-name", "evil\x1b]0;owned\x07\nname\udcff")
         r = self.status()
         self.assertEqual((r.returncode, r.stderr), (0, ""))
-        self.assertIn(r"name 'evil\x1b]0;owned\x07\nname" + "\ufffd'", r.stdout)
+        self.assertIn(r"name 'evil\x1b]0;owned\x07\nname\xff'", r.stdout)
         self.assertEqual(r.stdout.count("\n"), 2, r.stdout)
         self.assertNotIn("\x1b", r.stdout)
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_json_keeps_the_exact_bytes_of_text_that_is_not_utf8(self):
+        # JSON text must be UTF-8: a prefix or name that is not shows U+FFFD for the byte 0xff
+        # ("\udcff" on our side), and its exact bytes are in <field>_base64 beside it.
+        holder = self.hold("-name", "job \udcff", prefix="p\udcff")
+        r = self.status("-json", prefix="p\udcff")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        out = json.loads(r.stdout)
+        self.assertEqual((out["prefix"], base64.b64decode(out["prefix_base64"], validate=True)),
+                         ("p\ufffd", b"p\xff"))
+        [h] = out["holders"]
+        self.assertEqual((h["name"], base64.b64decode(h["name_base64"], validate=True)),
+                         ("job \ufffd", b"job \xff"))
+        # Text that is UTF-8 (the host here) has no _base64 field.
+        self.assertEqual(sorted(h), ["host", "name", "name_base64", "pid", "since", "token"])
         self.release()
         self.assert_succeeds(holder)
 

@@ -27,7 +27,7 @@
 
 #include "backend/etcd/etcd_reply.hpp"
 #include "fuzz_check.hpp"
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 #include "util/printable.hpp"
 
 namespace {

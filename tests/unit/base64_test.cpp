@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 
 using lk::base64_decode;
 using lk::base64_encode;

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "backend/etcd/etcd_reply.hpp"
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 
 using namespace lk;
 using nlohmann::json;

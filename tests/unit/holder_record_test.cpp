@@ -159,14 +159,77 @@ TEST_CASE("a record cut short at any point is refused, never half-read") {
 }
 
 // The name comes from -name or the child's words and the prefix from the command line: any
-// bytes a user can type, not only UTF-8. A record must still be written for them.
-TEST_CASE("to_json accepts names and prefixes that are not UTF-8") {
+// bytes a user can type, not only UTF-8. A record must still be written for them, and read back
+// as they were.
+TEST_CASE("names, prefixes and hosts that are not UTF-8 round-trip exactly") {
+  std::string every_byte;
+  for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
+  const std::string cases[] = {
+      every_byte,
+      std::string(1, '\xff'),  // not = "\xff": GCC 12 warns (-Wrestrict) at -O3
+      "lock for 'printf \xff' at 'p'",
+      "lone \x80 continuation \xbf bytes",
+      "overlong \xc0\xaf slash, \xe0\x80\xaf and \xf0\x80\x80\xaf",
+      "surrogate \xed\xa0\x80, past U+10FFFF \xf4\x90\x80\x80",
+      "cut short \xe2\x98",
+      "caf\xc3\xa9 then \xe9 alone",
+  };
+  for (const auto& bytes : cases) {
+    CAPTURE(bytes);
+    for (std::string HolderRecord::*field : {&HolderRecord::prefix, &HolderRecord::name,
+                                             &HolderRecord::host}) {
+      HolderRecord r = sample();
+      r.*field = bytes;
+      const std::string json = r.to_json();
+      CHECK(json.find('\n') == json.size() - 1);
+      check_same(HolderRecord::from_json(json), r);
+    }
+  }
+}
+
+TEST_CASE("text that is not UTF-8 is written as before, its exact bytes beside it in base64") {
   HolderRecord r = sample();
-  r.name = "lock for 'printf \xff' at 'p'";
-  CHECK_NOTHROW(r.to_json());
-  r = sample();
-  r.prefix = std::string(1, '\xff');  // not = "\xff": GCC 12 warns (-Wrestrict) at -O3
-  CHECK_NOTHROW(r.to_json());
+  r.name = std::string("job \xff", 5);
+  r.host = std::string(1, '\xc0');
+  CHECK(r.to_json() ==
+        "{\"host\":\"\xef\xbf\xbd\",\"host_base64\":\"wA==\",\"name\":\"job \xef\xbf\xbd\","
+        "\"name_base64\":\"am9iIP8=\",\"pid\":4242,\"prefix\":\"service/web\","
+        "\"since\":\"2024-05-06T07:08:09Z\",\"token\":17}\n");
+}
+
+TEST_CASE("a record of UTF-8 text has no _base64 fields") {
+  HolderRecord r = sample();
+  r.name = "caf\xc3\xa9 \xe2\x98\x83 \xf0\x9f\x94\x92, and a C1 control \xc2\x85";
+  r.prefix = "\xe6\x97\xa5\xe6\x9c\xac/\xd0\xb4";
+  r.host = "";
+  const std::string json = r.to_json();
+  CHECK(json.find("_base64") == std::string::npos);
+  check_same(HolderRecord::from_json(json), r);
+}
+
+TEST_CASE("the exact bytes in <field>_base64 win over the text beside them") {
+  HolderRecord r = HolderRecord::from_json(
+      R"({"prefix":"p","prefix_base64":"/w==","name":"?","name_base64":"bmFtZQ==","host":"h",)"
+      R"("host_base64":"","pid":1,"since":"s","since_base64":"AHM=","token":2})");
+  CHECK(r.prefix == std::string(1, '\xff'));
+  CHECK(r.name == "name");
+  CHECK(r.host == "");
+  CHECK(r.since == std::string("\0s", 2));
+}
+
+TEST_CASE("a _base64 field that is not a string of base64 is refused in our words") {
+  const std::string head = R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":1,)";
+  CHECK(parse_error(head + R"("name_base64":42})") ==
+        "malformed holder record: name_base64 is not a string");
+  CHECK(parse_error(head + R"("prefix_base64":null})") ==
+        "malformed holder record: prefix_base64 is not a string");
+  CHECK(parse_error(head + R"("host_base64":"%%%"})") ==
+        "malformed holder record: host_base64 is not base64");
+  CHECK(parse_error(head + R"("since_base64":"Zm9"})") ==
+        "malformed holder record: since_base64 is not base64");
+  // The text beside it is still required, as the writer always puts it there.
+  CHECK(parse_error(R"({"prefix":"p","name_base64":"bg==","host":"h","pid":1,"since":"s",)"
+                    R"("token":1})") == "malformed holder record: name missing");
 }
 
 TEST_CASE("a malformed record is described in plain words, not the JSON library's") {

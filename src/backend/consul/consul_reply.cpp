@@ -5,7 +5,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 
 namespace lk {
 

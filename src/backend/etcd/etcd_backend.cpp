@@ -6,7 +6,7 @@
 #include "backend/etcd/etcd_queue.hpp"
 #include "backend/lease/lease_wait.hpp"
 #include "cli/duration.hpp"
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
 

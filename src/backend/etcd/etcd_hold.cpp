@@ -4,7 +4,7 @@
 #include <sys/eventfd.h>
 
 #include "backend/etcd/backoff.hpp"
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 #include "util/log.hpp"
 
 namespace lk {

@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 
 namespace lk {
 

@@ -1,5 +1,6 @@
-#include "net/base64.hpp"
+#include "util/base64.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace lk {
