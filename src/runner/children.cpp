@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -28,10 +29,16 @@ std::optional<std::vector<pid_t>> listed_children() {
   return pids;
 }
 
+pid_t scan_children(pid_t from, pid_t count, std::vector<pid_t>& found) {
+  pid_t end = std::min(kPidMaxLimit + 1, from + count);
+  for (pid_t pid = from; pid < end; ++pid)
+    if (is_our_child(P_PID, pid)) found.push_back(pid);
+  return end > kPidMaxLimit ? 0 : end;
+}
+
 std::vector<pid_t> scanned_children() {
   std::vector<pid_t> pids;
-  for (pid_t pid = 2; pid <= kPidMaxLimit; ++pid)
-    if (is_our_child(P_PID, pid)) pids.push_back(pid);
+  for (pid_t next = 2; next != 0;) next = scan_children(next, kPidMaxLimit, pids);
   return pids;
 }
 

@@ -47,7 +47,7 @@ RunResult Supervisor::run(const ChildSpec& spec) {
     pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {hold_.loss_fd(), POLLIN, 0}};
     timespec ts;
     Deadline wake = result_.lost ? kill_at_ : Deadline::earlier(kill_at_, hold_.stop_by());
-    if (stopping_) wake = Deadline::earlier(wake, next_scan_);
+    if (stopping_) wake = Deadline::earlier(wake, scan_next_ ? Deadline::after({}) : next_scan_);
     int n = ppoll(fds, watching_loss ? 2 : 1, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
     if (n > 0 && (fds[0].revents & POLLIN))
@@ -58,7 +58,6 @@ RunResult Supervisor::run(const ChildSpec& spec) {
     }
     if (!result_.lost && hold_.stop_by().passed())
       lose(hold_.check_loss().value_or("the lease was not renewed in time and may expire soon"));
-    if (stopping_ && next_scan_.passed()) signal_escaped(killing_ ? SIGKILL : stop_signal_, false);
     if (stopping_ && !killing_ && kill_at_.passed()) {
       verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
               format_go_duration(kill_after_));
@@ -66,6 +65,7 @@ RunResult Supervisor::run(const ChildSpec& spec) {
       kill_at_ = Deadline::never();
       signal_tree(SIGKILL, true);
     }
+    if (stopping_ && (scan_next_ || next_scan_.passed())) scan_slice();
   }
   watchdog_.disarm();
   verbose("the child tree is gone");
@@ -137,8 +137,12 @@ void Supervisor::reap_any() {
       return;
     }
     if (info.si_pid == 0) break;  // some remain, none has exited
-    if (info.si_code == CLD_STOPPED) on_stopped(info);
-    if (info.si_code != CLD_STOPPED && info.si_pid == child_) on_child_exit(info);
+    if (info.si_code == CLD_STOPPED) {
+      on_stopped(info);
+    } else {
+      signalled_.erase(info.si_pid);
+      if (info.si_pid == child_) on_child_exit(info);
+    }
   }
   after_reap();
 }
@@ -201,19 +205,35 @@ void Supervisor::signal_tree(int sig, bool new_round) {
 // by us: their pids cannot be reused before we reap them, so signalling them is safe. Each gets
 // a given signal once.
 void Supervisor::signal_escaped(int sig, bool new_round) {
-  auto pids = children();
-  if (!pids) {
-    // Without /proc, a scan of every pid finds them (up to seconds of CPU): when the stop and the
-    // kill begin, and while any remain, once a second or less often, so that scans take at most
-    // a fifth of a core (the run loop wakes for them).
-    if (!new_round && !next_scan_.passed()) return;
-    auto started = Clock::now();
-    pids = without_foreign(scanned_children());
-    next_scan_ = Deadline::after(std::max<Clock::duration>(std::chrono::seconds(1),
-                                                           4 * (Clock::now() - started)));
+  if (auto pids = children()) {
+    for (pid_t pid : *pids) signal_escaped_one(pid, sig);
+  } else if (new_round) {
+    start_scan();  // without /proc
   }
-  for (pid_t pid : *pids)
-    if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
+}
+
+void Supervisor::signal_escaped_one(pid_t pid, int sig) {
+  if (getpgid(pid) != child_ && (sig == SIGKILL || signalled_.insert(pid).second)) kill(pid, sig);
+}
+
+// Without /proc, a scan of every pid finds them: when the stop and the kill begin, and while the
+// tree lasts, again a second after the last (or later, so that scans take at most a fifth of a
+// core). It goes a slice per turn of the run loop, so that signals, the loss and the kill
+// deadline are served within milliseconds meanwhile; our children have low pids, found first.
+void Supervisor::start_scan() {
+  scan_next_ = 2;
+  scan_started_ = Clock::now();
+}
+
+void Supervisor::scan_slice() {
+  if (!scan_next_) start_scan();
+  std::vector<pid_t> found;
+  scan_next_ = scan_children(scan_next_, 65536, found);
+  for (pid_t pid : without_foreign(std::move(found)))
+    signal_escaped_one(pid, killing_ ? SIGKILL : stop_signal_);
+  if (!scan_next_)
+    next_scan_ = Deadline::after(std::max<Clock::duration>(std::chrono::seconds(1),
+                                                           4 * (Clock::now() - scan_started_)));
 }
 
 std::vector<pid_t> Supervisor::without_foreign(std::vector<pid_t> pids) const {

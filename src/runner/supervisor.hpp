@@ -47,6 +47,9 @@ class Supervisor {
   // new_round: the stop or the kill begins (rather than orphans adopted since, after a reap).
   void signal_tree(int sig, bool new_round);
   void signal_escaped(int sig, bool new_round);
+  void signal_escaped_one(pid_t pid, int sig);
+  void start_scan();
+  void scan_slice();
 
   Signals& signals_;
   Hold& hold_;
@@ -64,7 +67,10 @@ class Supervisor {
   Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
   bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
   Deadline kill_at_ = Deadline::never();
-  Deadline next_scan_ = Deadline::never();  // without /proc: when to look for escaped orphans again
+  // Without /proc: the scan for escaped orphans (see start_scan()).
+  pid_t scan_next_ = 0;  // where it goes on; 0 when none runs
+  Clock::time_point scan_started_;
+  Deadline next_scan_ = Deadline::never();
 };
 
 }  // namespace lk

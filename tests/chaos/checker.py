@@ -1,11 +1,12 @@
 """Judges one scenario's sections from the log alone (plus what the harness knows of the fault):
 mutual exclusion, fencing-token order, and children that outlived their lease; prints the table.
 
-Mutual exclusion: at no instant more than n children between their start and end lines. The one
-allowed exception is a section whose `lock` the harness paused (SIGSTOP) beyond its TTL: a paused
-process cannot stop anything, so the server rightly hands its slot on while its child still runs.
-There the newcomer's fencing token must be higher than the paused holder's, which is all a lease
-can promise (see SAFETY in man/lock.1).
+Mutual exclusion: at no instant more than n children between their start and end lines. The
+allowed exceptions are a section whose `lock` the harness paused (SIGSTOP) beyond its TTL (a
+paused process cannot stop anything, so the server rightly hands its slot on while its child
+still runs), and a local holder whose state directory the harness removed, until its path check
+notices. There the newcomer's fencing token must be higher than the old holder's, which is all a
+lease can promise (see SAFETY in man/lock.1).
 
 Fencing tokens ("a number that rises on every acquisition of the prefix"). Two rules, both sound
 for every backend and limit:
@@ -198,7 +199,7 @@ def table(rows):
     for r in rows:
         notes = []
         if r.allowed_overlaps:
-            notes.append(f"{r.allowed_overlaps} allowed overlap(s), paused lock")
+            notes.append(f"{r.allowed_overlaps} allowed overlap(s), paused or path lost")
         if r.overruns:
             notes.append(f"overrun {r.worst_overrun * 1000:.0f} ms")
         if r.expected and r.verdict != "ok":

@@ -128,7 +128,7 @@ class LocalBackend:
 
     def __exit__(self, *exc):
         if self.mounted:
-            subprocess.run(["umount", self.top], check=True)
+            subprocess.run(["umount", "--lazy", self.top], check=True)
         shutil.rmtree(self.top, ignore_errors=True)
 
     def leftovers(self):

@@ -492,7 +492,8 @@ class OutOfSpaceTest(LockTestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        subprocess.run(["umount", self.mount], check=True)
+        # Lazily: a child the watchdog is still killing may hold a file there for a moment.
+        subprocess.run(["umount", "--lazy", self.mount], check=True)
         super().tearDown()
 
     def free(self):

@@ -3,6 +3,7 @@ prefixes held at once, and a thousand waiters in line on one prefix."""
 
 import os
 import pwd
+import resource
 import signal
 import subprocess
 import time
@@ -12,6 +13,10 @@ from harness import LOCK, LockTestCase, read_file, wait_for
 
 HOLDERS = 10_000
 WAITERS = 1_000
+
+
+def default_open_files():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 
 class ScaleTest(LockTestCase):
@@ -43,9 +48,12 @@ class ScaleTest(LockTestCase):
                 pass
 
     def as_nobody(self, args, **kwargs):
+        """As an ordinary user gets it: no supplementary groups, and the soft limit of open files
+        that a login session starts with (1024), not root's."""
         kwargs.setdefault("env", self.env)
         return subprocess.Popen(args, user=self.nobody.pw_uid, group=self.nobody.pw_gid,
-                                extra_groups=[], cwd=self.shared, **kwargs)
+                                extra_groups=[], cwd=self.shared, preexec_fn=default_open_files,
+                                **kwargs)
 
     def shared_path(self, name):
         return os.path.join(self.shared, name)

@@ -251,7 +251,7 @@ class LocalHold : public Hold {
 };
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold. On
-// failure, closing `fd` gives the slot back (acquire's caller tidies the prefix).
+// failure, closing `fd` gives the slot back (LocalBackend::acquire tidies the prefix).
 std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, HolderRecord record,
                                 Deadline deadline, const Interrupt& interrupt) {
   UniqueFd timer = new_path_check_timer();  // before the token: failing here spends none
@@ -349,8 +349,8 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
                                             const Interrupt& interrupt) {
   PrivateUmask creating;
   check_limit_fits(spec.limit);
-  // Bounded, so that a path that never leads back to what was opened cannot make a busy loop.
-  for (int start_overs = 0;; ++start_overs) {
+  int start_overs = 0;  // bounded, so that a path that never leads back cannot make a busy loop
+  for (;;) {
     auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                                 interrupt);
     try {
@@ -360,7 +360,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       // rm -rf of the state directory): we were queued where nobody else looks, so start over
       // where newcomers go. Any other (out of space or inodes, say) is the run's end.
       bool gave_up = dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
-      bool start_over = !gave_up && start_overs < 10 && dir.moved();
+      bool start_over = !gave_up && ++start_overs <= 10 && dir.moved();
       // Our ticket and slot are closed by now; what this run created goes too, unless someone
       // else uses the prefix.
       dir.tidy();

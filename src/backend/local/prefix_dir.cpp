@@ -159,13 +159,13 @@ bool PrefixDir::remove_if_idle() {
 }
 
 void PrefixDir::tidy() noexcept {
-  if (!meta_ || !try_lock(meta_.get(), LockKind::exclusive)) return;
   try {
+    if (!meta_ || !try_lock(meta_.get(), LockKind::exclusive)) return;
     remove_if_idle();
+    unlock_meta();
   } catch (...) {
     // Only tidiness is lost: the next user of the prefix cleans up.
   }
-  unlock_meta();
 }
 
 }  // namespace lk
