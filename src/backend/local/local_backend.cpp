@@ -22,6 +22,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "backend/holder_record.hpp"
 #include "backend/local/ofd_lock.hpp"
@@ -351,27 +352,33 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   check_limit_fits(spec.limit);
   int start_overs = 0;  // bounded, so that a path that never leads back cannot make a busy loop
   for (;;) {
-    auto dir = PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
-                                interrupt);
+    std::optional<PrefixDir> dir;
     try {
-      if (auto hold = take_turn(dir, spec, deadline, interrupt)) return hold;
+      dir.emplace(PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
+                                   interrupt));
+      if (auto hold = take_turn(*dir, spec, deadline, interrupt)) return hold;
     } catch (const Error& e) {
-      // A failure because the prefix's directory was taken away meanwhile (a cleaner of /tmp,
-      // rm -rf of the state directory): we were queued where nobody else looks, so start over
-      // where newcomers go. Any other (out of space or inodes, say) is the run's end.
+      // A failure because the state or the prefix's directory was taken away meanwhile (a cleaner
+      // of /tmp, rm -rf of the state directory): we were queued where nobody else looks, so
+      // start over where newcomers go. Any other (out of space or inodes, say) is the run's end.
       bool gave_up = dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
-      bool start_over = !gave_up && ++start_overs <= 10 && dir.moved();
+      bool start_over = !gave_up && ++start_overs <= 10 && (dir ? dir->moved() : state_moved());
       // Our ticket and slot are closed by now; what this run created goes too, unless someone
       // else uses the prefix.
-      dir.tidy();
+      if (dir) dir->tidy();
       if (!start_over) throw;
-      verbose("{}; the prefix's directory was removed or moved meanwhile: starting over", e.what());
+      verbose("{}; the state directory was removed or moved meanwhile: starting over", e.what());
       state_ = open_state_dir(state_path_, must_be_private_, /*create=*/true);
     } catch (...) {
-      dir.tidy();
+      if (dir) dir->tidy();
       throw;
     }
   }
+}
+
+bool LocalBackend::state_moved() const {
+  struct stat ours;
+  return fstat(state_.get(), &ours) < 0 || path_lost(ours, state_path_).has_value();
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {
