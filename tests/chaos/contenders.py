@@ -79,14 +79,19 @@ def tree(pid):
 
 
 class Section:
-    __slots__ = ("token", "pid", "start", "tag", "helper", "lease", "spawned", "end", "how")
+    """One critical section. A child killed outright writes no end line: its end is then when the
+    watcher found its tree gone, and `alive_at` the last time it found it still there, so that it
+    died somewhere in between."""
+    __slots__ = ("token", "pid", "start", "tag", "helper", "lease", "spawned", "end", "how",
+                 "alive_at")
 
     def __init__(self, token, pid, start, tag, helper=0, lease="-", spawned=None, end=None,
-                 how=None):
+                 how=None, alive_at=None):
         self.token, self.pid, self.start, self.tag = token, pid, start, tag
         self.helper, self.lease = helper, lease
         self.spawned = start if spawned is None else spawned
         self.end, self.how = end, how
+        self.alive_at = alive_at
 
     def __repr__(self):
         return (f"Section({self.tag} pid {self.pid} token {self.token} "
@@ -128,8 +133,8 @@ def read_log(text):
 
 class LogWatcher(threading.Thread):
     """Follows the log as it grows; keeps every section, and for a section whose tree is gone
-    without an end line (SIGKILL) records when it found it gone: an upper bound of the death,
-    within one poll (10 ms)."""
+    without an end line (SIGKILL) records when it found it gone and when it last found it there:
+    bounds of the death, one poll (10 ms, or longer on a busy machine) apart."""
 
     POLL = 0.01
 
@@ -159,7 +164,13 @@ class LogWatcher(threading.Thread):
 
     def poll(self):
         self._read()
-        gone = [s for s in list(self._open.values()) if not alive(s.pid) and not alive(s.helper)]
+        looked = time.monotonic()  # every tree found alive below was alive at this instant
+        gone = []
+        for s in list(self._open.values()):
+            if not alive(s.pid) and not alive(s.helper):
+                gone.append(s)
+            else:
+                s.alive_at = looked
         if gone:
             now = time.monotonic()
             self._read()  # an end line written just before the exit is better than our guess

@@ -7,7 +7,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checker import Row, check, table  # noqa: E402
-from contenders import read_log  # noqa: E402
+from contenders import Section, read_log  # noqa: E402
 
 
 def log(*events):
@@ -55,6 +55,19 @@ class CheckerTest(unittest.TestCase):
         third = [("start", "c2", 102, 7, 1.1), ("end", "c2", 102, 7, 1.2)]
         row = judge(log(*two, *third, *ends), n=2)
         self.assertEqual((row.overlaps, row.verdict), (1, "FAIL"))
+
+    def test_a_start_before_a_killed_child_was_last_seen_alive_is_an_overlap(self):
+        # Killed: no end line; found alive at 1.09, found gone at 1.1.
+        killed = Section(5, 100, 1.0, "victim", end=1.1, how="killed", alive_at=1.09)
+        row = check(Row("test", "synthetic", 1),
+                    [killed, Section(6, 101, 1.05, "c1", end=1.2, how="done")], expect={100: None})
+        self.assertEqual((row.overlaps, row.unresolved, row.verdict), (1, 0, "FAIL"))
+
+    def test_a_start_within_a_killed_childs_last_poll_is_unresolved_not_an_overlap(self):
+        killed = Section(5, 100, 1.0, "victim", end=1.1, how="killed", alive_at=1.09)
+        row = check(Row("test", "synthetic", 1),
+                    [killed, Section(6, 101, 1.095, "c1", end=1.2, how="done")], expect={100: None})
+        self.assertEqual((row.overlaps, row.unresolved, row.verdict), (0, 1, "ok"))
 
     def test_touching_sections_do_not_overlap(self):
         row = judge(log(("start", "c0", 100, 5, 1.0), ("end", "c0", 100, 5, 1.1),
