@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 
@@ -160,7 +161,11 @@ bool PrefixDir::remove_if_idle() {
 
 void PrefixDir::tidy() noexcept {
   try {
-    if (!meta_ || !try_lock(meta_.get(), LockKind::exclusive)) return;
+    // Whoever holds the meta lock may be tidying too and have found us still there: wait for it
+    // a moment rather than both leave the files behind, but not for a stopped process.
+    LockTarget meta{meta_.get(), LockKind::exclusive};
+    if (!meta_ || !lock_any({&meta, 1}, Deadline::after(std::chrono::milliseconds(200)), {}))
+      return;
     remove_if_idle();
     unlock_meta();
   } catch (...) {

@@ -49,9 +49,9 @@ class PrefixDir {
   // directory. A newcomer that opened them before the removal finds its meta file unlinked once it
   // gets the lock, and starts over; one that comes after creates them afresh.
   bool remove_if_idle();
-  // The same, on the way out, when it is cheap: skipped if the meta lock is busy (whoever holds
-  // it is using the prefix, or will tidy up after it), so leaving never waits on anyone. Never
-  // fails: only tidiness would be lost, and the next user of the prefix cleans up.
+  // The same, on the way out: waits at most 200 ms for the meta lock (one held longer belongs to
+  // a stopped process, and then the next user of the prefix cleans up). Never fails: only
+  // tidiness would be lost.
   void tidy() noexcept;
 
  private:
