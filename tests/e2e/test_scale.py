@@ -68,11 +68,16 @@ class ScaleTest(LockTestCase):
         gate, held, errors = (self.shared_path(n) for n in ("gate", "held", "errors"))
         os.mkfifo(gate)
         os.chown(gate, self.nobody.pw_uid, self.nobody.pw_gid)
-        # Every child says it runs, then blocks on the FIFO until the test opens it for writing.
+        # The test holds the FIFO's write end from the start, so that the children's opens do not
+        # block; each child opens it, then says it runs, then reads it until the test closes its
+        # end: an end of file for every child, all of which had it open by then.
+        writer = os.open(gate, os.O_RDWR)
+        self.addCleanup(lambda: writer is None or os.close(writer))
         # No subshell per holder: with lock, its watchdog and its child, a fourth process each
         # would not fit under the default pid_max of 32768.
         loop = (f'i=0; while [ $i -lt {HOLDERS} ]; do '
-                f'"$LOCK" -shell=false p$i sh -c "echo >> {held}; exec cat {gate}" 2>> {errors} & '
+                f'"$LOCK" -shell=false p$i sh -c "exec 3< {gate}; echo >> {held}; exec cat <&3" '
+                f'2>> {errors} & '
                 f'echo $! >> {self.pids_file}; i=$((i+1)); done; '
                 f'for pid in $(cat {self.pids_file}); do wait $pid || echo "pid $pid: exit $?" >> {errors}; done')
         started = time.monotonic()
@@ -92,8 +97,8 @@ class ScaleTest(LockTestCase):
         r = self.run_lock("-status", "p9999")
         self.assertEqual(r.returncode, 0, r.stderr)
 
-        with open(gate, "w"):
-            pass  # every child's cat sees the end of the FIFO
+        os.close(writer)
+        writer = None
         self.assertEqual(shell.wait(timeout=600), 0)
         self.assertEqual(read_file(errors), "")
         self.assertEqual(self.prefixes_left(), [])
