@@ -161,6 +161,21 @@ class LockTestCase(unittest.TestCase):
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
+class ThreeSlots:
+    """For the server backends' semaphore tests (which give each test its own self.prefix and an
+    assert_nothing_left): that three hold at once and a fourth waits, shown without a race."""
+
+    def test_three_hold_at_once_and_a_fourth_waits(self):
+        holders = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(3)]
+        r = self.run_lock("-n", "3", "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        for k, holder in enumerate(holders):
+            self.release(f"go{k}")
+            self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+
 def send(proc, sig):
     os.kill(proc.pid, sig)
 

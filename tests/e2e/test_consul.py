@@ -13,7 +13,8 @@ import sys
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, max_overlap, pid_alive, read_file, wait_for
+from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, max_overlap, pid_alive, read_file,
+                     wait_for)
 
 CONSUL_DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double")
 sys.path.insert(0, CONSUL_DOUBLE_DIR)
@@ -319,7 +320,7 @@ class ConsulLockTest(ConsulTestCase):
         self.assert_nothing_left()
 
 
-class ConsulSemaphoreTest(ConsulTestCase):
+class ConsulSemaphoreTest(ThreeSlots, ConsulTestCase):
     def test_contender_key_coordinating_key_and_child_environment(self):
         holder = self.hold("-n", "3", prefix=self.prefix, before=self.child_env_dump())
         env = self.child_env()
@@ -364,16 +365,6 @@ class ConsulSemaphoreTest(ConsulTestCase):
         self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
         # How many overlap in a race depends on timing; that three can is shown below.
         self.assertLessEqual(max_overlap(log), 3)
-        self.assert_nothing_left()
-
-    def test_three_hold_at_once_and_a_fourth_waits(self):
-        holders = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(3)]
-        r = self.run_lock("-n", "3", "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertFalse(os.path.exists(self.path("ran")))
-        for k, holder in enumerate(holders):
-            self.release(f"go{k}")
-            self.assert_succeeds(holder)
         self.assert_nothing_left()
 
     def test_lock_and_the_go_client_share_three_slots(self):

@@ -10,7 +10,7 @@ import time
 import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase
-from harness import LOCK, SLOW, max_overlap, pid_alive, read_file, wait_for
+from harness import LOCK, SLOW, ThreeSlots, max_overlap, pid_alive, read_file, wait_for
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
 LOGGED = 'echo "enter $ID" >> "$LOG"; echo "exit $ID" >> "$LOG"'
@@ -135,7 +135,7 @@ class EtcdLockTest(EtcdTestCase):
         self.assertEqual(self.run_lock("-status", self.prefix).returncode, 3)
 
 
-class EtcdSemaphoreTest(EtcdTestCase):
+class EtcdSemaphoreTest(ThreeSlots, EtcdTestCase):
     def test_three_slots_never_more(self):
         contenders, rounds = 8, 10
         log = self.path("log")
@@ -153,16 +153,6 @@ class EtcdSemaphoreTest(EtcdTestCase):
         self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
         # How many overlap in a race depends on timing; that three can is shown below.
         self.assertLessEqual(max_overlap(log), 3)
-        self.assert_nothing_left()
-
-    def test_three_hold_at_once_and_a_fourth_waits(self):
-        holders = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(3)]
-        r = self.run_lock("-n", "3", "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertFalse(os.path.exists(self.path("ran")))
-        for k, holder in enumerate(holders):
-            self.release(f"go{k}")
-            self.assert_succeeds(holder)
         self.assert_nothing_left()
 
     def test_limit_conflict_and_lock_semaphore_conflict(self):
