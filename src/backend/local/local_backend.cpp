@@ -188,9 +188,7 @@ UniqueFd new_path_check_timer() {
 // or something mounted over it: a newcomer would create a fresh file at the path and take it
 // while our child still runs.
 std::optional<std::string> path_lost(const struct stat& ours, const std::string& key) {
-  struct stat now;
-  if (stat(key.c_str(), &now) == 0 && ours.st_dev == now.st_dev && ours.st_ino == now.st_ino)
-    return std::nullopt;
+  if (leads_to(key, ours)) return std::nullopt;
   return "the lock file " + key + " was removed, replaced or moved";
 }
 
@@ -362,7 +360,8 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       // of /tmp, rm -rf of the state directory): we were queued where nobody else looks, so
       // start over where newcomers go. Any other (out of space or inodes, say) is the run's end.
       bool gave_up = dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
-      bool start_over = !gave_up && ++start_overs <= 10 && (dir ? dir->moved() : state_moved());
+      bool moved = dir ? dir->moved() : !leads_to(state_path_, state_.get());
+      bool start_over = !gave_up && ++start_overs <= 10 && moved;
       // Our ticket and slot are closed by now; what this run created goes too, unless someone
       // else uses the prefix.
       if (dir) dir->tidy();
@@ -374,11 +373,6 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       throw;
     }
   }
-}
-
-bool LocalBackend::state_moved() const {
-  struct stat ours;
-  return fstat(state_.get(), &ours) < 0 || path_lost(ours, state_path_).has_value();
 }
 
 PrefixStatus LocalBackend::status(const std::string& prefix) {

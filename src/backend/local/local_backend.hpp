@@ -17,8 +17,6 @@ class LocalBackend : public Backend {
   PrefixStatus status(const std::string& prefix) override;
 
  private:
-  bool state_moved() const;  // is the state directory no longer at its path?
-
   std::string state_path_;
   bool must_be_private_;
   UniqueFd state_;

@@ -36,6 +36,16 @@ void for_each_entry(int dir_fd, Fn fn) {
 
 }  // namespace
 
+bool leads_to(const std::string& path, const struct stat& ours) {
+  struct stat now;
+  return stat(path.c_str(), &now) == 0 && ours.st_dev == now.st_dev && ours.st_ino == now.st_ino;
+}
+
+bool leads_to(const std::string& path, int fd) {
+  struct stat ours;
+  return fstat(fd, &ours) == 0 && leads_to(path, ours);
+}
+
 std::vector<std::string> locked_contents(int dir_fd, std::string_view kind) {
   std::vector<std::string> names, contents;
   for_each_entry(dir_fd, [&](const char* name) {
@@ -142,11 +152,7 @@ bool PrefixDir::any_locked(std::string_view kind) const {
 
 bool PrefixDir::someone_waits() const { return any_locked("q."); }
 
-bool PrefixDir::moved() const {
-  struct stat ours, now;
-  return fstat(dir_.get(), &ours) < 0 || stat(path_.c_str(), &now) < 0 ||
-         ours.st_dev != now.st_dev || ours.st_ino != now.st_ino;
-}
+bool PrefixDir::moved() const { return !leads_to(path_, dir_.get()); }
 
 bool PrefixDir::remove_if_idle() {
   if (any_locked("")) return false;

@@ -4,6 +4,8 @@
 //   q.<n>       a ticket: one per waiter, locked by it while it waits, numbered in arrival order
 //   slot.<i>    one per slot of the limit, locked by its holder (and inherited by its child tree),
 //               holding a JSON record of who holds it
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,6 +24,11 @@ struct Meta {
 // What the files of a prefix directory whose names start with `kind` ("slot." or "q.") say,
 // for those someone holds locked (the others are leftovers), in name order.
 std::vector<std::string> locked_contents(int dir_fd, std::string_view kind);
+
+// Whether `path` still leads to the file `ours` (as fstat saw it): not removed, replaced, moved
+// away, or hidden under a mount. With `fd`, looks at that open file.
+bool leads_to(const std::string& path, const struct stat& ours);
+bool leads_to(const std::string& path, int fd);
 
 class PrefixDir {
  public:
