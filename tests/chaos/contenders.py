@@ -3,14 +3,16 @@
 Each contender runs `lock` over and over; the child `lock` runs is one critical section that
 appends to one log file, with single O_APPEND writes so that lines from many processes never mix:
 
-    start <token> <pid> <time> <tag> <helper pid> <lease> <spawned>
+    start <token> <pid> <time> <tag> <helper pid> <lease> <spawned> <slot>
     end   <token> <pid> <time> <tag> <how>
 
 token is $LOCK_FENCING_TOKEN; time is CLOCK_MONOTONIC (the clock of time.monotonic() here, and
 of the Consul double's request log); tag names the contender; the helper is a grandchild (a
 `sleep` the section waits for), so that "the child tree" is more than one process; lease is
 $LOCK_SESSION (Consul) or $LOCK_KEY; spawned is when the harness started this run of `lock`
-(so its acquisition came after it: the checker's token rule needs that bound); how is "done"
+(so its acquisition came after it: the checker's token rule needs that bound); slot is
+"<device>:<inode>" of the slot file whose lock the child inherited (local backend; "-" elsewhere),
+which tells a hold in a state directory that was just removed from one in its successor; how is "done"
 when the section ran its course and "stopped" when `lock` sent SIGTERM. A child killed outright
 (SIGKILL) writes no end line: the LogWatcher notes the moment it finds the whole tree gone
 instead.
@@ -38,11 +40,21 @@ use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
 my ($log, $seconds, $tag, $spawned) = @ARGV;
 my $token = $ENV{LOCK_FENCING_TOKEN} // "-";
 my $lease = $ENV{LOCK_SESSION} || $ENV{LOCK_KEY} || "-";
+my $slot = "-";
+if (!$ENV{LOCK_SESSION} && opendir(my $fds, "/proc/self/fd")) {
+  for my $fd (readdir $fds) {
+    my $to = readlink("/proc/self/fd/$fd") // next;
+    next unless $to =~ m{/slot\.\d+(?: \(deleted\))?$};
+    my @st = stat("/proc/self/fd/$fd");
+    $slot = "$st[0]:$st[1]" if @st;
+    last;
+  }
+}
 open(my $fh, ">>", $log) or die "chaos section: $log: $!\n";
 sub note { syswrite($fh, sprintf("%s %s %d %.6f %s\n", $_[0], $token, $$, clock_gettime(CLOCK_MONOTONIC), $_[1])) }
 my $helper = fork() // die "chaos section: fork: $!\n";
 if ($helper == 0) { exec("sleep", $seconds) or POSIX::_exit(127) }
-note("start", "$tag $helper $lease $spawned");
+note("start", "$tag $helper $lease $spawned $slot");
 # lock stops the whole group with SIGTERM: the helper gets it too; the section is over once both
 # are gone. One end line only: a SIGTERM after the helper's end (lock told to stop just then)
 # changes nothing.
@@ -82,13 +94,13 @@ class Section:
     """One critical section. A child killed outright writes no end line: its end is then when the
     watcher found its tree gone, and `alive_at` the last time it found it still there, so that it
     died somewhere in between."""
-    __slots__ = ("token", "pid", "start", "tag", "helper", "lease", "spawned", "end", "how",
-                 "alive_at")
+    __slots__ = ("token", "pid", "start", "tag", "helper", "lease", "spawned", "slot", "end",
+                 "how", "alive_at")
 
-    def __init__(self, token, pid, start, tag, helper=0, lease="-", spawned=None, end=None,
-                 how=None, alive_at=None):
+    def __init__(self, token, pid, start, tag, helper=0, lease="-", spawned=None, slot="-",
+                 end=None, how=None, alive_at=None):
         self.token, self.pid, self.start, self.tag = token, pid, start, tag
-        self.helper, self.lease = helper, lease
+        self.helper, self.lease, self.slot = helper, lease, slot
         self.spawned = start if spawned is None else spawned
         self.end, self.how = end, how
         self.alive_at = alive_at
@@ -103,10 +115,10 @@ def parse_line(line):
     """("start", Section), ("end", (pid, time, how)), or (None, None) for a malformed line."""
     f = line.split()
     try:
-        if f and f[0] == "start" and len(f) == 8:
+        if f and f[0] == "start" and len(f) == 9:
             token = int(f[1]) if f[1] != "-" else None
             return "start", Section(token, int(f[2]), float(f[3]), f[4], int(f[5]), f[6],
-                                    float(f[7]))
+                                    float(f[7]), f[8])
         if f and f[0] == "end" and len(f) == 6:
             return "end", (int(f[2]), float(f[3]), f[5])
     except ValueError:

@@ -18,7 +18,7 @@ def log(*events):
         if kind == "start":
             spawned = extra[0] if extra else at - 0.05
             lines.append(f"start {token} {pid} {at:.6f} {tag} {pid + 1000} lease-{pid} "
-                         f"{spawned:.6f}")
+                         f"{spawned:.6f} -")
         else:
             lines.append(f"end {token} {pid} {at:.6f} {tag} {extra[0] if extra else 'done'}")
     return "\n".join(lines) + "\n"
