@@ -1,11 +1,11 @@
 # bash completion for lock(1)
 
 _lock() {
-    local value_flags=" n name monitor-retry timeout try kill-after backend state-dir http-addr
+    local value_flags=" n name monitor-retry timeout try kill-after ready backend state-dir http-addr
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
         endpoints session-ttl lock-delay value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -kill-after -verbose -backend -state-dir -status -json -version -h -help -http-addr
+        -preserve-status -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
         -datacenter -stale -endpoints -session-ttl -lock-delay -value"
 
@@ -82,6 +82,8 @@ _lock() {
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "1s 5s 30s 5m 1h" -- "$value") ;;
             backend)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper" -- "$value") ;;
+            ready)
+                mapfile -t COMPREPLY < <(compgen -P "$pre" -W "hold wait" -- "$value") ;;
             state-dir | ca-path)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -d -- "$value") ;;

@@ -3,7 +3,7 @@
 # Prints the position (in `commandline -opc`) of the prefix, once it has been typed: the first
 # word that is not an option, or the word after "--". Fails while options may still come.
 function __fish_lock_prefix_index
-    set -l value_flags n name monitor-retry timeout try kill-after backend state-dir http-addr \
+    set -l value_flags n name monitor-retry timeout try kill-after ready backend state-dir http-addr \
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter \
         endpoints session-ttl lock-delay value
     set -l words (commandline -opc)
@@ -59,6 +59,7 @@ complete -c lock -n $options -o child-exit-code -d 'Exit 2 if the child exited w
 complete -c lock -n $options -o preserve-status -d "Exit with the child's own status"
 complete -c lock -n $options -o kill-after -x -a $durations -d 'Time between SIGTERM and SIGKILL'
 complete -c lock -n $options -o verbose -d 'Say what lock is doing, on stderr'
+complete -c lock -n $options -o ready -x -a 'hold wait' -d 'When to tell systemd the unit is ready'
 complete -c lock -n $options -o backend -x -a 'local consul etcd zookeeper' -d 'Where the lock lives'
 complete -c lock -n $options -o state-dir -x -a '(__fish_complete_directories)' -d "Directory of the local backend's lock files"
 complete -c lock -n $options -o status -d 'Show who holds the prefix, and exit'

@@ -21,9 +21,12 @@ struct LockSpec {
 };
 
 // Lets a long wait be cut short: when `fd` becomes readable, `should_stop()` says whether to give up.
+// `queued()` is called when the wait has its place in line, perhaps more than once (a start-over);
+// an uncontended acquisition may return without calling it.
 struct Interrupt {
   int fd = -1;
   std::function<bool()> should_stop = [] { return false; };
+  std::function<void()> queued = [] {};
 };
 
 // The wait ended because of the deadline or an interruption, not because of a fault.

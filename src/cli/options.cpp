@@ -77,6 +77,8 @@ void check_value(const std::string& flag, const std::string& text) {
   if (flag == "timeout" || flag == "try" || flag == "kill-after" || flag == "session-ttl" ||
       flag == "lock-delay")
     duration_value(flag, text);
+  if (flag == "ready" && text != "hold" && text != "wait")
+    throw UsageError(invalid(flag, text, "must be hold or wait"));
 }
 
 class GoStyleFormatter : public CLI::Formatter {
@@ -92,7 +94,7 @@ class GoStyleFormatter : public CLI::Formatter {
 
 struct Cli {
   Options o;
-  std::string timeout_text, kill_after_text, ssl_text, ssl_verify_text, session_ttl_text,
+  std::string timeout_text, kill_after_text, ready_text, ssl_text, ssl_verify_text, session_ttl_text,
       lock_delay_text, endpoints_text;
   CLI::App app{kDescription, "lock"};
 
@@ -122,6 +124,10 @@ struct Cli {
                    "Time between SIGTERM and SIGKILL when stopping the child (default 5s)")
         ->option_text("=<duration>");
     app.add_flag("--verbose", o.verbose, "Say what lock is doing, on stderr");
+    app.add_option("--ready", ready_text,
+                   "Under systemd (Type=notify), report the unit ready once the child runs (hold, "
+                   "the default) or once in line for the lock (wait)")
+        ->option_text("=<when>");
     app.add_option("--backend", o.backend, "local (default), consul, etcd or zookeeper")
         ->option_text("=<name>")
         ->envname("LOCK_BACKEND");
@@ -312,6 +318,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
   if (!cli.timeout_text.empty()) o.timeout = duration_value("timeout", cli.timeout_text);
   if (!cli.kill_after_text.empty()) o.kill_after = duration_value("kill-after", cli.kill_after_text);
+  o.ready_when_queued = cli.ready_text == "wait";
   o.api.ssl = env_bool("CONSUL_HTTP_SSL", cli.ssl_text, false);
   o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", cli.ssl_verify_text, true);
   if (!cli.session_ttl_text.empty()) {

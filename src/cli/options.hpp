@@ -24,6 +24,7 @@ struct Options {
   bool child_exit_code = false;
   bool preserve_status = false;
   bool verbose = false;
+  bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
   std::string backend;  // local, consul, etcd, zookeeper
   std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...

@@ -7,6 +7,7 @@
 #include "backend/make_backend.hpp"
 #include "cli/duration.hpp"
 #include "runner/supervisor.hpp"
+#include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
 #include "runner/wait_notice.hpp"
 #include "util/log.hpp"
@@ -15,24 +16,50 @@
 namespace lk {
 namespace {
 
+// Who holds and who waits: a courtesy for the messages below, so a failure to tell is no error.
+std::optional<PrefixStatus> status_of(Backend& backend, const std::string& prefix) {
+  try {
+    return backend.status(prefix);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // "still waiting for prefix 'p', held by pid 12 on web1 since ...".
 std::string waiting_for(Backend& backend, const std::string& prefix) {
   std::string line = "still waiting for prefix '" + printable(prefix) + "'";
-  try {
-    PrefixStatus s = backend.status(prefix);
-    for (std::size_t i = 0; i < s.holders.size(); ++i)
-      line += (i ? ", " : ", held by ") + s.holders[i].who();
-    if (!s.waiters.empty()) line += fmt::format(" ({} waiting, this one included)", s.waiters.size());
-  } catch (const Error&) {
-    // The notice is a courtesy; the wait goes on regardless.
+  if (auto s = status_of(backend, prefix)) {
+    for (std::size_t i = 0; i < s->holders.size(); ++i)
+      line += (i ? ", " : ", held by ") + s->holders[i].who();
+    if (!s->waiters.empty())
+      line += fmt::format(" ({} waiting, this one included)", s->waiters.size());
   }
   return line;
+}
+
+// systemd's status line while we wait: "waiting for p (1 of 1 held: pid 12 on web1 since ...)".
+std::optional<std::string> waiting_status(Backend& backend, const Options& o,
+                                          const std::string& what) {
+  auto s = status_of(backend, o.prefix);
+  if (!s) return std::nullopt;  // keep the last line
+  std::string line = "waiting for " + what;
+  for (std::size_t i = 0; i < s->holders.size(); ++i)
+    line += (i ? ", " : fmt::format(" ({} of {} held: ", s->holders.size(), o.limit)) +
+            s->holders[i].who();
+  return s->holders.empty() ? line : line + ")";
+}
+
+std::string env_value(const EnvVars& env, const std::string& key) {
+  for (const auto& [k, v] : env)
+    if (k == key) return v;
+  return "";
 }
 
 }  // namespace
 
 int run(const Options& o) {
   Signals signals;  // first, so that no signal is missed while we wait
+  SystemdNotify systemd;  // and the child inherits none of its variables
   std::vector<int> pass_down = passed_down_fds();  // before any library opens its own
   auto backend = make_backend(o);
   Watchdog watchdog;
@@ -41,25 +68,39 @@ int run(const Options& o) {
           o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
           o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
 
+  std::string what = o.limit == 1 ? printable(o.prefix)
+                                   : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
+  systemd.status("waiting for " + what);
   int stop_signal = 0;
-  WaitNotice notice(signals.fd(), std::chrono::seconds(3));
-  Interrupt interrupt{notice.fd(), [&] {
+  WaitNotice notice(signals.fd(), systemd.timer_fd(), std::chrono::seconds(3));
+  Interrupt interrupt{notice.fd(),
+                      [&] {
                         notice.maybe_print([&] { return waiting_for(*backend, o.prefix); });
+                        if (systemd.tick())
+                          if (auto line = waiting_status(*backend, o, what)) systemd.status(*line);
                         return (stop_signal = signals.take_stop_signal()) != 0;
+                      },
+                      [&] {
+                        if (o.ready_when_queued) systemd.ready();
                       }};
   Deadline deadline = o.timeout.count() ? Deadline::after(o.timeout) : Deadline::never();
   std::unique_ptr<Hold> hold;
   try {
     hold = backend->acquire(spec, deadline, interrupt);
   } catch (const Interrupted&) {
-    throw Interrupted("interrupted by " + signal_name(stop_signal) + " while waiting for the lock");
+    std::string why = "interrupted by " + signal_name(stop_signal) + " while waiting for the lock";
+    systemd.stopping("stopping: " + why);
+    throw Interrupted(why);
   }
   if ((stop_signal = signals.take_stop_signal())) {
+    systemd.stopping("stopping: interrupted by " + signal_name(stop_signal));
     hold->release();
     throw Interrupted("interrupted by " + signal_name(stop_signal) +
                       " as the lock was acquired; released it");
   }
   auto env = hold->child_env();
+  interrupt.queued();  // -ready=wait, when nobody was in the way
+  systemd.status("holding " + what + ", token " + env_value(env, "LOCK_FENCING_TOKEN"));
   verbose("acquired the lock; {}", [&] {
     std::string vars;
     for (const auto& [k, v] : env) vars += (vars.empty() ? "" : " ") + k + "=" + v;
@@ -71,7 +112,7 @@ int run(const Options& o) {
   ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
                   on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
   child.inherit_fds.insert(child.inherit_fds.end(), pass_down.begin(), pass_down.end());
-  RunResult result = Supervisor(signals, *hold, watchdog, o.kill_after).run(child);
+  RunResult result = Supervisor(signals, *hold, watchdog, systemd, o.kill_after).run(child);
   hold->release();
   verbose("released the lock");
 

@@ -20,9 +20,9 @@ ChildEnd child_end(const siginfo_t& info) {
 
 }  // namespace
 
-Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog,
+Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, SystemdNotify& systemd,
                        std::chrono::nanoseconds kill_after)
-    : signals_(signals), hold_(hold), watchdog_(watchdog), kill_after_(kill_after) {}
+    : signals_(signals), hold_(hold), watchdog_(watchdog), systemd_(systemd), kill_after_(kill_after) {}
 
 RunResult Supervisor::run(const ChildSpec& spec) {
   // Children we had before the child (inherited across the exec that started us, or the watchdog
@@ -40,22 +40,29 @@ RunResult Supervisor::run(const ChildSpec& spec) {
   foreground.set_child(child_);
   child_running_ = true;
   verbose("started the child, pid {}: {}", child_, fmt::join(spec.argv, " "));
-  if (spawned.exec_error) result_.exec_error = spawned.exec_error;
+  if (spawned.exec_error)
+    result_.exec_error = spawned.exec_error;
+  else
+    systemd_.ready();  // the child runs: what dependants of the unit wait for
 
   bool watching_loss = hold_.loss_fd() >= 0;
   while (!tree_gone_) {
-    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {hold_.loss_fd(), POLLIN, 0}};
+    // A descriptor of -1 is skipped by poll.
+    pollfd fds[3] = {{signals_.fd(), POLLIN, 0},
+                     {watching_loss ? hold_.loss_fd() : -1, POLLIN, 0},
+                     {systemd_.timer_fd(), POLLIN, 0}};
     timespec ts;
     Deadline wake = result_.lost ? kill_at_ : Deadline::earlier(kill_at_, hold_.stop_by());
     if (stopping_) wake = Deadline::earlier(wake, scan_next_ ? Deadline::after({}) : next_scan_);
-    int n = ppoll(fds, watching_loss ? 2 : 1, wake.remaining(ts), nullptr);
+    int n = ppoll(fds, 3, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
     if (n > 0 && (fds[0].revents & POLLIN))
       for (int sig : signals_.take()) on_signal(sig);
-    if (n > 0 && watching_loss && fds[1].revents) {
+    if (n > 0 && fds[1].revents) {
       on_loss();
       watching_loss = !result_.lost;
     }
+    if (n > 0 && fds[2].revents) systemd_.tick();
     if (!result_.lost && hold_.stop_by().passed())
       lose(hold_.check_loss().value_or("the lease was not renewed in time and may expire soon"));
     if (stopping_ && !killing_ && kill_at_.passed()) {
@@ -157,8 +164,10 @@ void Supervisor::on_stopped(const siginfo_t& info) {
 void Supervisor::on_child_exit(const siginfo_t& info) {
   child_running_ = false;
   result_.child = child_end(info);
-  verbose("the child exited ({} {})", result_.child.signaled ? "signal" : "status",
-          result_.child.code);
+  std::string how = fmt::format("the child exited ({} {})",
+                                result_.child.signaled ? "signal" : "status", result_.child.code);
+  verbose("{}", how);
+  systemd_.stopping(how + "; releasing the lock");
 }
 
 void Supervisor::after_reap() {
@@ -190,6 +199,7 @@ void Supervisor::suspend() {
 
 void Supervisor::stop(int sig, const std::string& why) {
   verbose("{}; sending {} to the child tree", why, signal_name(sig));
+  if (child_running_) systemd_.stopping("stopping the child: " + why);  // before the child hears
   stopping_ = true;
   stop_signal_ = sig;
   kill_at_ = Deadline::after(kill_after_);

@@ -10,6 +10,7 @@
 #include "runner/child.hpp"
 #include "runner/exit_status.hpp"
 #include "runner/signals.hpp"
+#include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
 #include "runner/watchdog.hpp"
 
@@ -23,12 +24,14 @@ namespace lk {
 //   hold lost       stop the child
 //   lease stop_by   stop the child, as if lost: its lease may expire at dead_by, the kill deadline
 //   kill deadline   SIGKILL to whatever of the tree is left
+//   systemd timer   a watchdog ping, when systemd asked for them
 // and it returns only once the whole child tree is gone: we are its subreaper, so every process
 // it started, even one that left its process group, becomes our child when orphaned, and the
 // tree is gone when no child of ours is left but the leader's zombie, which is reaped last.
 class Supervisor {
  public:
-  Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, std::chrono::nanoseconds kill_after);
+  Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, SystemdNotify& systemd,
+             std::chrono::nanoseconds kill_after);
   RunResult run(const ChildSpec& spec);
 
  private:
@@ -54,6 +57,7 @@ class Supervisor {
   Signals& signals_;
   Hold& hold_;
   Watchdog& watchdog_;
+  SystemdNotify& systemd_;
   std::chrono::nanoseconds kill_after_;
   RunResult result_;
   pid_t child_ = -1;  // and its process group

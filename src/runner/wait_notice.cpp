@@ -10,12 +10,13 @@
 
 namespace lk {
 
-WaitNotice::WaitNotice(int signals_fd, std::chrono::seconds after)
+WaitNotice::WaitNotice(int signals_fd, int also_fd, std::chrono::seconds after)
     : poll_(epoll_create1(EPOLL_CLOEXEC)) {
   if (!poll_) throw sys_error("epoll");
   epoll_event in{};
   in.events = EPOLLIN;
   epoll_ctl(poll_.get(), EPOLL_CTL_ADD, signals_fd, &in);
+  if (also_fd >= 0) epoll_ctl(poll_.get(), EPOLL_CTL_ADD, also_fd, &in);
   if (!isatty(STDERR_FILENO)) return;
   timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   itimerspec when{};

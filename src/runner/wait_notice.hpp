@@ -12,8 +12,8 @@ namespace lk {
 
 class WaitNotice {
  public:
-  // `signals_fd` is what the wait watches already; fd() watches it and the notice's timer.
-  WaitNotice(int signals_fd, std::chrono::seconds after);
+  // fd() watches `signals_fd`, `also_fd` (-1: none) and the notice's timer.
+  WaitNotice(int signals_fd, int also_fd, std::chrono::seconds after);
   int fd() const { return poll_.get(); }
   // Call when fd() is readable: prints the notice if its time has come (once).
   void maybe_print(const std::function<std::string()>& what);

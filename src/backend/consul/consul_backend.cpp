@@ -112,6 +112,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
         if (pair) check_lock_flags(*pair);
         if (pair && !pair->session.empty() && pair->session != id) {
           verbose("{} is held by session {}; waiting", key, printable(pair->session));
+          interrupt.queued();  // a lock's contenders keep no place in line: waiting is all
           wait.pause(pause);
           continue;
         }
@@ -146,6 +147,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
     std::string contender = spec.prefix + "/" + id;
     if (!client.acquire(contender, value, kSemaphoreFlags, id))
       throw Error("failed to make contender entry " + contender);
+    interrupt.queued();
     WaitIndex waits;
     for (;;) {  // api.Semaphore.Acquire
       if (!wait.keep_going()) give_up();

@@ -167,6 +167,7 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   });
   me.create_revision = queued.create_revision;
   verbose("queued as {} (revision {})", me.key, me.create_revision);
+  interrupt.queued();
 
   LeaseWait wait(deadline, interrupt, lease->keeper());
   Backoff backoff;

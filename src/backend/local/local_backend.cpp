@@ -307,6 +307,7 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
   dir.write_meta(meta);  // first: dying before the ticket exists leaves only a gap in the numbers
   Ticket ticket(dir, number, waiter);
   dir.unlock_meta();
+  interrupt.queued();
   auto timed_out = [&] {
     return AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'" +
                           describe_holders(dir));
