@@ -3,7 +3,7 @@
 set -eu
 
 packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev
-          python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev"
+          python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev strace"
 # The etcd backend's tests run a real etcd and etcdctl lock beside lock.
 packages="$packages etcd-server etcd-client"
 # The fuzz targets of tests/fuzz: libFuzzer comes with clang.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "util/log.hpp"
 #include "util/printable.hpp"
@@ -64,7 +65,7 @@ SystemdNotify::SystemdNotify() {
   if (watchdog_) every = std::min<std::chrono::nanoseconds>(every, *watchdog_ / 2);
   timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   itimerspec when{};
-  auto first = std::min<std::chrono::nanoseconds>(every, 500ms);  // a short wait shows nothing
+  auto first = std::min<std::chrono::nanoseconds>(every, 500ms);
   when.it_value = {static_cast<time_t>(first.count() / 1'000'000'000), first.count() % 1'000'000'000};
   when.it_interval = {static_cast<time_t>(every.count() / 1'000'000'000),
                       every.count() % 1'000'000'000};
@@ -74,7 +75,8 @@ SystemdNotify::SystemdNotify() {
     timer_.reset();
     return;
   }
-  next_refresh_ = Deadline::after({});
+  // Holders are looked up from 0.5 s into a wait on: a short wait costs no lookup.
+  next_refresh_ = Deadline::after(500ms - first / 2);
   verbose("notifying systemd at {}{}", printable(address_),
           watchdog_ ? fmt::format(", watchdog pings every {} ms", watchdog_->count() / 2000) : "");
 }
@@ -97,7 +99,7 @@ void SystemdNotify::stopping(const std::string& status) {
   if (!socket_) return;
   last_status_ = status;
   std::replace(last_status_.begin(), last_status_.end(), '\n', ' ');
-  send("STOPPING=1\nSTATUS=" + last_status_);
+  send((std::exchange(stopping_sent_, true) ? "" : "STOPPING=1\n") + ("STATUS=" + last_status_));
 }
 
 bool SystemdNotify::tick() {

@@ -21,6 +21,7 @@ class SystemdNotify {
   // STATUS= only when the text changed, so that a periodic refresh costs systemd nothing.
   void status(const std::string& text);
   void ready();  // once
+  // STOPPING=1 the first time, with the status each time.
   void stopping(const std::string& status);
 
   // Readable when a watchdog ping or a refresh of the status may be due; -1 when neither can be.
@@ -36,6 +37,7 @@ class SystemdNotify {
   std::string address_;  // for messages; sockaddr_un built at each send
   std::string last_status_;
   bool ready_sent_ = false;
+  bool stopping_sent_ = false;
   bool send_failed_ = false;
   std::optional<std::chrono::microseconds> watchdog_;
   Deadline next_refresh_ = Deadline::never();

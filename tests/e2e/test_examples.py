@@ -20,6 +20,7 @@ import time
 import unittest
 
 from harness import LOCK, SLOW, LockTestCase, children_of, read_file, wait_for
+from notify_socket import NotifySocket
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "packaging", "examples")
@@ -138,9 +139,25 @@ class SystemdUnitTest(LockTestCase):
         return argv[1:]
 
     def start(self, port):
+        """An instance, with a notification socket of its own as Type=notify gives it."""
         log = open(self.path(f"web@{port}.log"), "a")
         self.addCleanup(log.close)
-        return self.start_lock(*self.exec_start(port), stdout=log, stderr=subprocess.STDOUT)
+        sock = NotifySocket(self, abstract=True)
+        proc = self.start_lock(*self.exec_start(port), stdout=log, stderr=subprocess.STDOUT,
+                               env=dict(self.env, NOTIFY_SOCKET=sock.address))
+        proc.notify = sock
+        return proc
+
+    def assert_notified(self, instance, status):
+        """The instance told systemd it started (READY=1), and its latest status starts with
+        `status`."""
+        sock = instance.notify
+        sock.wait_for_message(lambda d: d.get("READY") == "1", what="READY=1")
+
+        def latest():
+            said = [d.get("STATUS") for d in sock.datagrams() if d.get("STATUS")]
+            return said and said[-1].startswith(status)
+        sock.wait_until(latest, 5.0, f"a status starting {status!r}")
 
     def status(self):
         r = self.run_lock("-status", "-json", "service/web")
@@ -180,6 +197,15 @@ class SystemdUnitTest(LockTestCase):
         self.wait_status([a, b], [c], "the third instance to wait")
         self.assert_serving(ports, ports[:2])
         self.assertFalse([p for p in children_of(c.pid) if b"http.server" in read_cmdline(p)])
+        # Type=notify with -ready=wait: all three count as started; the status tells the ones
+        # that serve from the standby, and whom it waits behind.
+        self.assertEqual(self.service.get("Type"), ["notify"])
+        for instance in (a, b):
+            self.assert_notified(instance, "holding one of 2 slots of service/web, token ")
+        self.assert_notified(c, "waiting for one of 2 slots of service/web (2 of 2 held: ")
+        said = [d.get("STATUS") for d in c.notify.datagrams() if d.get("STATUS")][-1]
+        for holder in (a, b):
+            self.assertIn(f"pid {holder.pid} on ", said)
 
         # The first server dies: its lock exits with the server's status (128+9), which systemd
         # would see, and the waiting instance's server starts.
