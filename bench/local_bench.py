@@ -10,6 +10,7 @@ import json
 import math
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -162,6 +163,25 @@ def print_trials(label, trials, rounds, ncpu):
     print(f"   {'':<30} fairness: {fmt_fair(r, rounds)}")
 
 
+def syscalls(argv, env, work):
+    """System calls of one run of argv, its whole process tree's (strace -f -c), fewest of three;
+    None without strace."""
+    strace = shutil.which("strace")
+    if not strace:
+        return None
+    out = os.path.join(work, "strace.txt")
+    counts = []
+    for _ in range(3):
+        subprocess.run([strace, "-f", "-qq", "-c", "-o", out, *argv], env=env, check=False,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            total = [line.split() for line in f if line.split()[-1:] == ["total"]]
+        if total:
+            counts.append(int(total[0][3]))  # % time, seconds, usecs/call, calls, [errors,] total
+    return min(counts) if counts else None
+
+
 def libs(path):
     try:
         out = subprocess.run(["ldd", path], capture_output=True, text=True, check=False).stdout
@@ -243,6 +263,18 @@ def main():
         for l in ("lock p true", "lock -shell=false p true"):
             summary.append((f"uncontended median, {l} (flock missing)", f"{med[l]:.2f} ms",
                             "n/a", None))
+    counted = {label: syscalls(argv, e, a.work) for label, argv, e in variants}
+    if None not in counted.values():
+        print("   system calls per run (strace -f -c, fewest of 3; the whole tree, the child's own "
+              "included):")
+        for label, _, _ in variants:
+            print(f"     {label:<28}{counted[label]:>6}")
+        if a.flock:
+            l, f = "lock -shell=false p true", "flock FILE true"
+            summary.append((f"system calls, {l} vs {f}", str(counted[l]), str(counted[f]),
+                            counted[l] / counted[f]))
+    else:
+        print("   strace not found: no system call counts")
     print(f"   ({time.monotonic() - t_start:.0f} s)")
     print()
 

@@ -178,6 +178,18 @@ TEST_CASE("-kill-after takes a Go duration") {
   CHECK(with({"-kill-after=1m30s"}).kill_after == 90s);
 }
 
+TEST_CASE("-ready is hold (the default) or wait; Go checks every occurrence") {
+  EnvScope env;
+  CHECK_FALSE(with({}).ready_when_queued);
+  CHECK_FALSE(with({"-ready=hold"}).ready_when_queued);
+  CHECK(with({"-ready", "wait"}).ready_when_queued);
+  CHECK(with({"-ready=hold", "-ready=wait"}).ready_when_queued);
+  CHECK(error_of({"-ready=soon", "p", "c"}) ==
+        "invalid value \"soon\" for flag -ready: must be hold or wait");
+  CHECK(error_of({"-ready=", "-ready=wait", "p", "c"}) ==
+        "invalid value \"\" for flag -ready: must be hold or wait");
+}
+
 TEST_CASE("-backend and -state-dir") {
   EnvScope env;
   CHECK(with({"-backend", "local"}).backend == "local");
