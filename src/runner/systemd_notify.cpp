@@ -41,6 +41,16 @@ std::optional<std::chrono::microseconds> watchdog_interval(const std::string& us
   return std::chrono::microseconds(n);
 }
 
+timespec to_timespec(std::chrono::nanoseconds d) {
+  return {static_cast<time_t>(d.count() / 1'000'000'000), d.count() % 1'000'000'000};
+}
+
+// Each assignment is one line of the datagram.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
 }  // namespace
 
 SystemdNotify::SystemdNotify() {
@@ -66,9 +76,8 @@ SystemdNotify::SystemdNotify() {
   timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   itimerspec when{};
   auto first = std::min<std::chrono::nanoseconds>(every, 500ms);
-  when.it_value = {static_cast<time_t>(first.count() / 1'000'000'000), first.count() % 1'000'000'000};
-  when.it_interval = {static_cast<time_t>(every.count() / 1'000'000'000),
-                      every.count() % 1'000'000'000};
+  when.it_value = to_timespec(first);
+  when.it_interval = to_timespec(every);
   if (!timer_ || timerfd_settime(timer_.get(), 0, &when, nullptr) < 0) {
     verbose("cannot notify systemd: timerfd: {}", std::strerror(errno));
     socket_.reset();
@@ -82,8 +91,7 @@ SystemdNotify::SystemdNotify() {
 }
 
 void SystemdNotify::status(const std::string& text) {
-  std::string line = text;
-  std::replace(line.begin(), line.end(), '\n', ' ');  // one line per assignment
+  std::string line = one_line(text);
   if (!socket_ || line == last_status_) return;
   last_status_ = line;
   send("STATUS=" + line);
@@ -97,8 +105,7 @@ void SystemdNotify::ready() {
 
 void SystemdNotify::stopping(const std::string& status) {
   if (!socket_) return;
-  last_status_ = status;
-  std::replace(last_status_.begin(), last_status_.end(), '\n', ' ');
+  last_status_ = one_line(status);
   send((std::exchange(stopping_sent_, true) ? "" : "STOPPING=1\n") + ("STATUS=" + last_status_));
 }
 
