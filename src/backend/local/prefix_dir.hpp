@@ -64,7 +64,9 @@ class PrefixDir {
  private:
   PrefixDir(int state_fd, std::string path, std::string name)
       : state_fd_(state_fd), path_(std::move(path)), name_(std::move(name)) {}
-  bool any_locked(std::string_view kind) const;  // of the files named kind... ("" for all)
+  // Whether a file named kind... ("" for any) is locked by someone; `seen` gets the names looked
+  // at (all of them when none is locked).
+  bool any_locked(std::string_view kind, std::vector<std::string>* seen = nullptr) const;
 
   int state_fd_;
   std::string path_;  // of the prefix's directory
