@@ -20,6 +20,7 @@ CONSUL_DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..
 sys.path.insert(0, CONSUL_DOUBLE_DIR)
 from fixture import ConsulDouble  # noqa: E402
 from godur import parse_duration  # noqa: E402
+from notify_socket import NotifiesWhileWaiting  # noqa: E402
 
 PEER = os.path.join(CONSUL_DOUBLE_DIR, "consul_peer.py")
 
@@ -445,6 +446,38 @@ class ConsulSemaphoreTest(ThreeSlots, ConsulTestCase):
         self.release("second")
         self.assert_succeeds(first)
         self.assert_succeeds(second)
+        self.assert_nothing_left()
+
+
+class ConsulNotifyTest(NotifiesWhileWaiting, ConsulTestCase):
+    """systemd's notifications while waiting on Consul (the tests are NotifiesWhileWaiting's)."""
+
+    def holder_records(self):
+        # A semaphore's .lock ({"Limit": .., "Holders": ..}) is among them, with no pid.
+        return [json.loads(e["Value"]) for e in self.kv()]
+
+    def test_notify_a_waiter_keeps_waiting_through_the_lookups(self):
+        # Each look at the holders is a plain read of the prefix (recursive, no index), made from
+        # inside the wait on .lock's blocking query: 0.5 s into the wait and 2 s later. The second
+        # finds the same holder, so it says nothing new, and the wait goes on as before.
+        holder = self.hold(prefix=self.prefix, gate="go0")
+        expected = self.behind(1, [holder])  # a read of our own, before the waiter starts
+        w = self.start_notified_waiter(1)
+        behind = self.wait_status(w, expected, self.FIRST_LOOK, w.started)
+
+        def lookups():
+            return [q for q in self.consul.requests()
+                    if q["method"] == "GET" and q["path"] == f"/v1/kv/{self.prefix}/"
+                    and q["at"] > w.started and not re.search(r"(^|&)index=", q["query"])]
+        wait_for(lambda: len(lookups()) >= 2, self.REFRESH, "a second look at the holders")
+        w.sock.sync()
+        self.assert_still_waiting(w)
+        self.assertEqual([d.get("STATUS") for d in w.sock.datagrams(w.proc.pid)
+                          if d.get("STATUS") is not None],
+                         [w.first.get("STATUS"), behind.get("STATUS")])
+        self.release("go0")
+        self.assert_succeeds(holder)
+        self.finish_notified_waiter(w, behind.seq)
         self.assert_nothing_left()
 
 

@@ -1,6 +1,7 @@
 """The etcd backend against a real etcd: etcd's own mutex layout shared with `etcdctl lock`, the
 semaphore, loss of the lease, the lease-safe deadline, and nothing left behind."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase
 from harness import LOCK, SLOW, ThreeSlots, max_overlap, pid_alive, read_file, wait_for
+from notify_socket import NotifiesWhileWaiting
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
 LOGGED = 'echo "enter $ID" >> "$LOG"; echo "exit $ID" >> "$LOG"'
@@ -174,6 +176,36 @@ class EtcdSemaphoreTest(ThreeSlots, EtcdTestCase):
         self.release("release-lock")
         self.assert_succeeds(holder)
         self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+
+class EtcdNotifyTest(NotifiesWhileWaiting, EtcdTestCase):
+    """systemd's notifications while waiting on etcd (the tests are NotifiesWhileWaiting's)."""
+
+    def holder_records(self):
+        return [json.loads(value) for value, _, _ in self.etcd.keys(self.prefix + "/").values()]
+
+    def test_notify_the_waiting_status_follows_the_queue(self):
+        # etcd serves in order of creation: a second lock queued ahead of the notified one holds
+        # next, while that one still waits, and the refresh 2 s later names the new holder.
+        first = self.hold(prefix=self.prefix, gate="go0")
+        second = self.start_lock(self.prefix, f"touch {self.path('second.held')}; "
+                                 f"while [ ! -e {self.path('go1')} ]; do sleep 0.01; done")
+        wait_for(lambda: len(self.etcd.keys(self.prefix + "/")) == 2, what="the second to queue")
+        w = self.start_notified_waiter(1)
+        behind_first = self.wait_status(w, self.behind(1, [first]), self.FIRST_LOOK, w.started)
+        self.release("go0")
+        self.assert_succeeds(first)
+        wait_for(lambda: os.path.exists(self.path("second.held")) or second.poll() is not None,
+                 what="the second lock's child to start")
+        changed = time.monotonic()
+        behind_second = self.wait_status(w, self.behind(1, [second]), self.REFRESH, changed,
+                                         after=behind_first.seq)
+        self.release("go1")
+        self.assert_succeeds(second)
+        texts = self.finish_notified_waiter(w, behind_second.seq)
+        self.assertEqual(texts[:3], [w.first.get("STATUS"), behind_first.get("STATUS"),
+                                     behind_second.get("STATUS")])
         self.assert_nothing_left()
 
 
