@@ -76,7 +76,7 @@ complete -c lock -n $options -o client-key -r -F -d 'Client key for TLS'
 complete -c lock -n $options -o tls-server-name -x -d 'Server name to use as the SNI host for TLS'
 complete -c lock -n $options -o datacenter -x -d 'Datacenter to query'
 complete -c lock -n $options -o stale -d 'Let any Consul server answer reads'
-complete -c lock -n $options -o endpoints -x -d 'etcd endpoints, comma-separated URLs'
+complete -c lock -n $options -o endpoints -x -d 'etcd URLs, or a ZooKeeper connect string'
 complete -c lock -n $options -o session-ttl -x -a $durations -d 'TTL of the session or lease'
 complete -c lock -n $options -o lock-delay -x -a $durations -d "Consul's lock-delay"
 complete -c lock -n $options -o value -x -d 'Value stored with the hold'

@@ -6,6 +6,9 @@ packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev d
           python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev strace"
 # The etcd backend's tests run a real etcd and etcdctl lock beside lock.
 packages="$packages etcd-server etcd-client"
+# The ZooKeeper backend builds on the C client; its tests run a real ZooKeeper, Apache Curator's
+# lock recipes (compiled with the JDK) beside lock, and kazoo to look at the tree.
+packages="$packages zookeeper libzookeeper-mt-dev libcurator-recipes-java default-jdk-headless python3-kazoo"
 # The fuzz targets of tests/fuzz: libFuzzer comes with clang.
 packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The benchmark's peers (flock is in util-linux).

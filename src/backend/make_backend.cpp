@@ -9,6 +9,7 @@
 
 #include "backend/consul/consul_backend.hpp"
 #include "backend/etcd/etcd_backend.hpp"
+#include "backend/zookeeper/zk_backend.hpp"
 #include "util/printable.hpp"
 #include "util/unique_fd.hpp"
 #endif
@@ -70,9 +71,10 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
                         o.api.stale};
     return std::make_unique<ConsulBackend>(ConsulBackendConfig{client, lease_options(o), o.lock_delay});
   }
+  if (o.backend == "zookeeper") return std::make_unique<ZkBackend>(ZkBackendConfig{o.zookeeper, lease_options(o)});
 #endif
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +
-              o.backend_chosen_by + "); use -backend local, consul or etcd");
+              o.backend_chosen_by + "); use -backend local, consul, etcd or zookeeper");
 }
 
 }  // namespace lk

@@ -41,8 +41,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kBackendFlag
     {"stale", {"consul"}},           {"lock-delay", {"consul"}},
     {"ca-file", {"consul", "etcd"}}, {"ca-path", {"consul", "etcd"}},
     {"client-cert", {"consul", "etcd"}}, {"client-key", {"consul", "etcd"}},
-    {"tls-server-name", {"consul", "etcd"}}, {"session-ttl", {"consul", "etcd"}},
-    {"value", {"consul", "etcd"}},   {"endpoints", {"etcd"}},
+    {"tls-server-name", {"consul", "etcd"}},
+    {"session-ttl", {"consul", "etcd", "zookeeper"}}, {"value", {"consul", "etcd", "zookeeper"}},
+    {"endpoints", {"etcd", "zookeeper"}},
     {"state-dir", {"local"}}};
 
 // CLI11 keeps the flag table, the environment defaults, the conversions and the help text; Go's
@@ -175,7 +176,8 @@ struct Cli {
         ->option_text("=<string>")
         ->group("Network Options");
     app.add_option("--endpoints", endpoints_text,
-                   "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379)")
+                   "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for ZooKeeper, "
+                   "host:port[,host:port...][/chroot] (default 127.0.0.1:2181)")
         ->option_text("=<urls>")
         ->envname("ETCDCTL_ENDPOINTS")
         ->group("Network Options");
@@ -269,6 +271,17 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
     if (o.session_ttl < std::chrono::seconds(1) || o.session_ttl % std::chrono::seconds(1) != o.session_ttl.zero())
       throw UsageError("-session-ttl for etcd must be a whole number of seconds, at least 1s");
   }
+  if (o.backend == "zookeeper") {
+    using namespace std::chrono_literals;
+    // The flag's own variable is etcdctl's, whose URLs mean nothing to ZooKeeper.
+    if (!was_given("endpoints")) o.zookeeper = env_or_empty("ZOOKEEPER_ENDPOINTS");
+    if (o.zookeeper.empty()) o.zookeeper = "127.0.0.1:2181";
+    o.endpoints.clear();
+    if (o.session_ttl.count() == 0) o.session_ttl = 10s;
+    // The server clamps what it grants (2 to 20 ticks); the C client takes whole milliseconds.
+    if (o.session_ttl < 1ms || o.session_ttl > std::chrono::milliseconds(INT_MAX))
+      throw UsageError("-session-ttl for ZooKeeper must be between 1ms and 596h");
+  }
   if (o.backend == "consul") {
     using namespace std::chrono_literals;
     if (o.session_ttl.count() == 0) o.session_ttl = 15s;
@@ -355,6 +368,7 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   std::vector<std::string> given;
   for (const auto& flag : go.flags) given.push_back(flag.first == "try" ? "timeout" : flag.first);
+  o.zookeeper = cli.endpoints_text;
   choose_backend(o, given);
   return o;
 }

@@ -34,6 +34,7 @@ struct Options {
 
   // Network backends.
   std::vector<std::string> endpoints;         // etcd's URLs
+  std::string zookeeper;                      // ZooKeeper's connect string, host:port,...[/chroot]
   std::string etcd_user, etcd_password;       // ETCDCTL_USER ("user" or "user:password")
   std::chrono::nanoseconds session_ttl{0};    // 0: the backend's default
   std::chrono::nanoseconds lock_delay{std::chrono::seconds(15)};

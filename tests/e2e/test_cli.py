@@ -142,11 +142,12 @@ class BadInputTest(LockTestCase):
         self.usage(["-backend", "bogus", "p"], message)
         self.usage(["p"], message, env=dict(self.env, LOCK_BACKEND="bogus"))
 
-    def test_zookeeper_is_not_available(self):
-        message = re.compile(r"^lock: the zookeeper backend is not available in this version of "
-                             r"lock \(.*\); use -backend local, consul or etcd\n$")
-        self.reject(["-backend", "zookeeper", "p"], message)
-        self.reject(["p"], message, env=dict(self.env, LOCK_BACKEND="zookeeper"))
+    def test_zookeeper_connect_string_that_cannot_be_used(self):
+        message = re.compile(r"^lock: cannot use the ZooKeeper endpoints '127.0.0.1:notaport': "
+                             r"not host:port\[,host:port...\]\[/chroot\], or a host that does not resolve\n$")
+        self.reject(["-backend", "zookeeper", "-endpoints", "127.0.0.1:notaport", "p"], message)
+        self.reject(["p"], message, env=dict(self.env, LOCK_BACKEND="zookeeper",
+                                             ZOOKEEPER_ENDPOINTS="127.0.0.1:notaport"))
 
     def test_api_flags_do_not_apply_to_the_local_backend(self):
         self.usage(["-backend", "local", "-http-addr", "x", "p"],
@@ -158,15 +159,15 @@ class BadInputTest(LockTestCase):
 
     def test_network_flags_apply_only_to_their_backends(self):
         self.usage(["-endpoints", "http://127.0.0.1:2379", "-backend", "local", "p"],
-                   "-endpoints applies to the etcd backend, not to -backend local")
+                   "-endpoints applies to the etcd and zookeeper backends, not to -backend local")
         self.usage(["-backend", "etcd", "-lock-delay", "1s", "p"],
                    "-lock-delay applies to the consul backend, not to -backend etcd")
         self.usage(["-backend", "etcd", "-token", "t", "p"],
                    "-token applies to the consul backend, not to -backend etcd")
         self.usage(["-backend", "local", "-session-ttl", "20s", "p"],
-                   "-session-ttl applies to the consul and etcd backends, not to -backend local")
+                   "-session-ttl applies to the consul, etcd and zookeeper backends, not to -backend local")
         self.usage(["-backend", "local", "-value", "v", "p"],
-                   "-value applies to the consul and etcd backends, not to -backend local")
+                   "-value applies to the consul, etcd and zookeeper backends, not to -backend local")
 
     def test_session_ttl_bounds(self):
         # Consul's own bounds and wording; etcd counts leases in whole seconds.

@@ -654,3 +654,26 @@ TEST_CASE("session TTL, lock-delay and value") {
   CHECK(error_of({"-backend", "etcd", "-session-ttl", "500ms", "p", "c"}) ==
         "-session-ttl for etcd must be a whole number of seconds, at least 1s");
 }
+
+TEST_CASE("zookeeper: a connect string from the flag or ZOOKEEPER_ENDPOINTS, 127.0.0.1:2181 else") {
+  EnvScope env;
+  Options o = parse_options({"-backend", "zookeeper", "-endpoints", "zk1:2181,zk2:2181/app", "p", "c"});
+  CHECK(o.zookeeper == "zk1:2181,zk2:2181/app");  // as ZooKeeper reads it, no URL scheme added
+  CHECK(o.endpoints.empty());
+  CHECK(o.session_ttl == 10s);
+
+  env.set("ETCDCTL_ENDPOINTS", "http://etcd:2379");  // etcdctl's, not ours
+  CHECK(parse_options({"-backend", "zookeeper", "p", "c"}).zookeeper == "127.0.0.1:2181");
+  env.set("ZOOKEEPER_ENDPOINTS", "zk3:2181");
+  CHECK(parse_options({"-backend", "zookeeper", "p", "c"}).zookeeper == "zk3:2181");
+  env.set("LOCK_BACKEND", "zookeeper");
+  CHECK(parse_options({"-endpoints", "zk4:2181", "p", "c"}).zookeeper == "zk4:2181");
+
+  CHECK(parse_options({"-backend", "zookeeper", "-session-ttl", "4500ms", "-value", "v", "p", "c"}).session_ttl == 4500ms);
+  CHECK(error_of({"-backend", "zookeeper", "-session-ttl", "500us", "p", "c"}) ==
+        "-session-ttl for ZooKeeper must be between 1ms and 596h");
+  CHECK(error_of({"-backend", "zookeeper", "-token", "t", "p", "c"}) ==
+        "-token applies to the consul backend, not to -backend zookeeper");
+  CHECK(error_of({"-backend", "zookeeper", "-ca-file", "f", "p", "c"}) ==
+        "-ca-file applies to the consul and etcd backends, not to -backend zookeeper");
+}

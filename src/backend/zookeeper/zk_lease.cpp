@@ -1,0 +1,99 @@
+#include "backend/zookeeper/zk_lease.hpp"
+
+#include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "util/log.hpp"
+#include "util/printable.hpp"
+
+namespace lk {
+
+// After the child has ended, giving the hold up may take this long at most, even when ZooKeeper
+// hangs: past it, the session and our node are left to expire by themselves.
+constexpr std::chrono::seconds kReleaseBudget(3);
+
+ZkSession* abandoned;  // see end()
+
+ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested_timeout,
+                 std::chrono::nanoseconds stop_grace, int monitor_retry, Deadline connect_by,
+                 const Wake* wake)
+    : stopping_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  // An unreachable ensemble is reported within the session timeout, however long -timeout is.
+  connect_by = Deadline::earlier(connect_by, Deadline::after(requested_timeout));
+  session_ = std::make_unique<ZkSession>(connect, requested_timeout, connect_by, wake);
+  LeaseTiming timing = [&] {
+    try {
+      return LeaseTiming::plan(session_->negotiated_timeout(), stop_grace, monitor_retry);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("ZooKeeper granted a session timeout of {}ms ({}ms asked for): {}",
+                                   session_->negotiated_timeout().count(), requested_timeout.count(), e.what()));
+    }
+  }();
+  if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
+
+  if (!stopping_) throw sys_error("eventfd");
+  keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout) {
+    int stop_fd = stopping_.get();
+    Wake wake{{stop_fd}, [] { return false; }};  // renewals are over: nobody waits for this one
+    std::string node;
+    {
+      std::lock_guard lock(mutex_);
+      node = node_;
+    }
+    try {
+      // Any answer shows that the session lived when the server read the request; looking up
+      // our own node also re-arms the watch that reports its deletion at once.
+      if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &wake) && !node.empty())
+        throw LeaseGone("our node " + printable(node) + " is gone (deleted by hand, or the session expired)");
+    } catch (const ZkCancelled&) {
+      return;
+    } catch (const ZkError& e) {
+      if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");
+      throw;
+    }
+  });
+  session_->set_listener([this](int type, int state, const std::string& path) {
+    if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE)
+      return keeper_->lose("ZooKeeper expired our session");
+    if (type == ZOO_SESSION_EVENT && state == ZOO_AUTH_FAILED_STATE)
+      return keeper_->lose("ZooKeeper refused our session (authentication failed)");
+    if (type == ZOO_DELETED_EVENT) {
+      std::lock_guard lock(mutex_);
+      if (path == node_) keeper_->lose("our node " + printable(path) + " was deleted");
+    }
+  });
+}
+
+ZkLease::~ZkLease() { end(""); }
+
+void ZkLease::watch_node(const std::string& path) {
+  std::lock_guard lock(mutex_);
+  node_ = path;
+}
+
+void ZkLease::end(const std::string& path) {
+  if (ended_) return;
+  ended_ = true;
+  session_->set_listener(nullptr);
+  std::uint64_t one = 1;
+  (void)!write(stopping_.get(), &one, sizeof one);
+  keeper_->stop();
+  // Our node goes with the session anyway; deleting it first lets the next contender in at once,
+  // and tells whether the server answers at all.
+  try {
+    if (!path.empty()) session_->remove(path, kReleaseBudget);
+  } catch (const ZkUnreachable& e) {
+    fmt::print(stderr, "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
+               e.what(), session_->negotiated_timeout().count());
+    // Closing would wait for the same server again. The process is about to exit: the session is
+    // left to expire, and kept reachable so that no leak checker counts it.
+    abandoned = session_.release();
+    return;
+  } catch (const Error& e) {
+    verbose("{}", e.what());  // the session expired or the node was removed: gone all the same
+  }
+  session_.reset();  // closes the session
+}
+
+}  // namespace lk

@@ -1,0 +1,42 @@
+#pragma once
+// A ZooKeeper session seen as a lease (seed 003). The server may expire the session as early as
+// a negotiated timeout after the last request it answered, and the C client says nothing until
+// 2/3 of that has passed (and never expires a session by itself). So lock does not wait for the
+// client's callbacks: every timeout/3 or sooner the keeper looks up our node, and the send time
+// of the last answered lookup starts the lease-safe deadline of lease_budget.hpp. A lookup also
+// re-arms the watch on our node, so its deletion, or the session's expiry, ends the hold at once.
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/lease/lease_keeper.hpp"
+#include "backend/zookeeper/zk_session.hpp"
+
+namespace lk {
+
+class ZkLease {
+ public:
+  // Connects (within `connect_by` and the requested timeout, whichever is sooner) and plans the
+  // budget on the timeout the server granted.
+  ZkLease(const std::string& connect, std::chrono::milliseconds requested_timeout,
+          std::chrono::nanoseconds stop_grace, int monitor_retry, Deadline connect_by,
+          const Wake* wake);
+  ~ZkLease();
+
+  ZkSession& session() { return *session_; }
+  LeaseKeeper& keeper() { return *keeper_; }
+  // The node whose deletion loses the hold (or our place in line); empty for none yet.
+  void watch_node(const std::string& path);
+  // Stops the keeper, deletes `path` (bounded) and closes the session.
+  void end(const std::string& path);
+
+ private:
+  UniqueFd stopping_;  // an eventfd: readable once renewals must stop, so one in flight ends at once
+  std::unique_ptr<ZkSession> session_;
+  std::mutex mutex_;
+  std::string node_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  bool ended_ = false;
+};
+
+}  // namespace lk

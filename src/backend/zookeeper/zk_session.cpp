@@ -1,0 +1,281 @@
+#include "backend/zookeeper/zk_session.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include "util/log.hpp"
+#include "util/printable.hpp"
+
+namespace lk {
+
+// Filled on the client's completion thread; the waiter may have given up by then, so the
+// completion holds a reference of its own.
+struct ZkSession::Reply {
+  std::mutex mutex;
+  bool done = false;
+  int rc = ZOK;
+  std::string value;  // a created node's path, or a node's data
+  Stat stat{};
+  bool has_stat = false;
+  std::vector<std::string> names;
+  UniqueFd ready{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+
+  void finish(int code, const Stat* s) {
+    rc = code;
+    if (s) {
+      stat = *s;
+      has_stat = true;
+    }
+    done = true;
+    std::uint64_t one = 1;
+    (void)!write(ready.get(), &one, sizeof one);
+  }
+};
+
+namespace {
+
+using Reply = ZkSession::Reply;
+
+// The completion's reference to a Reply, handed to the client as its `data`.
+std::shared_ptr<Reply>* hand_over(const std::shared_ptr<Reply>& reply) {
+  return new std::shared_ptr<Reply>(reply);
+}
+std::shared_ptr<Reply> take_back(const void* data) {
+  std::unique_ptr<std::shared_ptr<Reply>> own(static_cast<std::shared_ptr<Reply>*>(const_cast<void*>(data)));
+  return *own;
+}
+
+void on_string_stat(int rc, const char* value, const Stat* stat, const void* data) {
+  auto reply = take_back(data);
+  std::lock_guard lock(reply->mutex);
+  if (rc == ZOK && value) reply->value = value;
+  reply->finish(rc, rc == ZOK ? stat : nullptr);
+}
+void on_stat(int rc, const Stat* stat, const void* data) {
+  auto reply = take_back(data);
+  std::lock_guard lock(reply->mutex);
+  reply->finish(rc, rc == ZOK ? stat : nullptr);
+}
+void on_data(int rc, const char* value, int len, const Stat* stat, const void* data) {
+  auto reply = take_back(data);
+  std::lock_guard lock(reply->mutex);
+  if (rc == ZOK && value && len > 0) reply->value.assign(value, static_cast<std::size_t>(len));
+  reply->finish(rc, rc == ZOK ? stat : nullptr);
+}
+void on_strings(int rc, const String_vector* strings, const Stat* stat, const void* data) {
+  auto reply = take_back(data);
+  std::lock_guard lock(reply->mutex);
+  if (rc == ZOK && strings)
+    for (int i = 0; i < strings->count; ++i) reply->names.emplace_back(strings->data[i]);
+  reply->finish(rc, rc == ZOK ? stat : nullptr);
+}
+void on_void(int rc, const void* data) {
+  auto reply = take_back(data);
+  std::lock_guard lock(reply->mutex);
+  reply->finish(rc, nullptr);
+}
+
+// No answer at all, as opposed to ZooKeeper saying no.
+bool unanswered(int rc) {
+  return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING || rc == ZSESSIONMOVED;
+}
+
+std::string state_name(int state) {
+  if (state == ZOO_EXPIRED_SESSION_STATE) return "expired";
+  if (state == ZOO_AUTH_FAILED_STATE) return "refused (authentication failed)";
+  if (state == ZOO_CONNECTED_STATE) return "connected";
+  return "connecting";
+}
+
+}  // namespace
+
+ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds requested_timeout,
+                     Deadline connect_by, const Wake* wake)
+    : connect_(connect), events_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!events_) throw sys_error("eventfd");
+  // The client's own log goes to stderr; lock speaks for itself (-verbose shows its errors).
+  zoo_set_debug_level(verbose_enabled() ? ZOO_LOG_LEVEL_ERROR : static_cast<ZooLogLevel>(0));
+  started_ = Clock::now();
+  errno = 0;
+  handle_ = zookeeper_init(connect.c_str(), &ZkSession::on_event,
+                           static_cast<int>(requested_timeout.count()), nullptr, this, 0);
+  if (!handle_)
+    throw Error("cannot use the ZooKeeper endpoints '" + printable(connect) +
+                "': " + (errno == EINVAL || errno == 0 ? std::string("not host:port[,host:port...][/chroot], or a host that does not resolve")
+                                                       : std::strerror(errno)));
+  // From here on the destructor's zookeeper_close must run, whatever the constructor throws.
+  struct CloseOnThrow {
+    ZkSession* s;
+    ~CloseOnThrow() {
+      if (s) zookeeper_close(s->handle_);
+    }
+  } guard{this};
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ == ZOO_CONNECTED_STATE) break;
+      if (state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE)
+        throw ZkError(where() + "the new session was " + state_name(state_), ZSESSIONEXPIRED);
+    }
+    std::vector<pollfd> fds{{events_.get(), POLLIN, 0}};
+    if (wake)
+      for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
+    auto left = connect_by.left(std::chrono::hours(24));
+    if (left.count() == 0)
+      throw ZkUnreachable(where() + "no server gave us a session (is ZooKeeper running there?)");
+    poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    drain_events();
+    for (std::size_t i = 1; i < fds.size(); ++i)
+      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
+  }
+  guard.s = nullptr;
+  const clientid_t* client = zoo_client_id(handle_);
+  id_ = client ? client->client_id : 0;
+  verbose("ZooKeeper at {} gave us session {:x} with a timeout of {}ms ({}ms asked for)",
+          printable(connect_), id_, negotiated_.count(), requested_timeout.count());
+}
+
+ZkSession::~ZkSession() {
+  // Tells the server to end the session, which deletes our ephemeral nodes at once.
+  zookeeper_close(handle_);
+}
+
+void ZkSession::on_event(zhandle_t* zh, int type, int state, const char* path, void* context) {
+  auto* self = static_cast<ZkSession*>(context);
+  Listener listener;
+  {
+    std::lock_guard lock(self->mutex_);
+    if (type == ZOO_SESSION_EVENT) {
+      self->state_ = state;
+      if (state == ZOO_CONNECTED_STATE) self->negotiated_ = std::chrono::milliseconds(zoo_recv_timeout(zh));
+    }
+    listener = self->listener_;
+  }
+  if (listener) listener(type, state, path ? path : "");
+  std::uint64_t one = 1;
+  (void)!write(self->events_.get(), &one, sizeof one);
+}
+
+void ZkSession::drain_events() const {
+  std::uint64_t n;
+  (void)!read(events_.get(), &n, sizeof n);
+}
+
+bool ZkSession::expired() const {
+  std::lock_guard lock(mutex_);
+  return state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE;
+}
+
+void ZkSession::set_listener(Listener listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
+}
+
+std::string ZkSession::where() const { return "ZooKeeper at " + printable(connect_) + ": "; }
+
+std::shared_ptr<Reply> ZkSession::wait(std::shared_ptr<Reply> reply, int rc, const char* op,
+                                       const std::string& path, std::chrono::milliseconds timeout,
+                                       const Wake* wake) {
+  std::string what = std::string(op) + " " + printable(path);
+  if (rc != ZOK) {  // not sent: the completion will never run
+    if (rc == ZINVALIDSTATE) throw ZkError(where() + "our session " + state_name(ZOO_EXPIRED_SESSION_STATE), ZSESSIONEXPIRED);
+    if (rc == ZBADARGUMENTS) throw ZkError(where() + "refused to " + what + ": not a valid node path", rc);
+    throw ZkUnreachable(where() + "cannot " + what + ": " + zerror(rc));
+  }
+  Deadline until = Deadline::after(timeout);
+  while (true) {
+    {
+      std::lock_guard lock(reply->mutex);
+      if (reply->done) break;
+    }
+    std::vector<pollfd> fds{{reply->ready.get(), POLLIN, 0}};
+    if (wake)
+      for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
+    auto left = until.left(timeout);
+    if (left.count() == 0) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");
+    poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    for (std::size_t i = 1; i < fds.size(); ++i)
+      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
+  }
+  if (unanswered(reply->rc)) throw ZkUnreachable(where() + what + ": " + zerror(reply->rc));
+  if (reply->rc == ZSESSIONEXPIRED || reply->rc == ZINVALIDSTATE)
+    throw ZkError(where() + "our session expired", ZSESSIONEXPIRED);
+  if (reply->rc == ZNOAUTH) throw ZkError(where() + "not allowed to " + what, reply->rc);
+  return reply;
+}
+
+std::string ZkSession::create(const std::string& path, const std::string& data, int flags,
+                              std::chrono::milliseconds timeout, Stat* stat, const Wake* wake) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = zoo_acreate2(handle_, path.c_str(), data.data(), static_cast<int>(data.size()),
+                        &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat, keep);
+  if (rc != ZOK) delete keep;
+  wait(reply, rc, "create", path, timeout, wake);
+  if (reply->rc != ZOK)
+    throw ZkError(where() + "cannot create " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+  if (stat) *stat = reply->stat;
+  return reply->value;
+}
+
+void ZkSession::create_parents(const std::string& path, std::chrono::milliseconds timeout,
+                               const Wake* wake) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    std::string parent = path.substr(0, slash);
+    try {
+      create(parent, "", ZOO_CONTAINER, timeout, nullptr, wake);
+    } catch (const ZkError& e) {
+      if (e.code != ZNODEEXISTS) throw;
+    }
+  }
+}
+
+std::optional<Stat> ZkSession::exists(const std::string& path, bool watch,
+                                      std::chrono::milliseconds timeout, const Wake* wake) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = zoo_aexists(handle_, path.c_str(), watch, on_stat, keep);
+  if (rc != ZOK) delete keep;
+  wait(reply, rc, "look up", path, timeout, wake);
+  if (reply->rc == ZNONODE) return std::nullopt;
+  if (reply->rc != ZOK) throw ZkError(where() + "cannot look up " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+  return reply->stat;
+}
+
+std::optional<ZkNode> ZkSession::get(const std::string& path, bool watch,
+                                     std::chrono::milliseconds timeout, const Wake* wake) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = zoo_aget(handle_, path.c_str(), watch, on_data, keep);
+  if (rc != ZOK) delete keep;
+  wait(reply, rc, "read", path, timeout, wake);
+  if (reply->rc == ZNONODE) return std::nullopt;
+  if (reply->rc != ZOK) throw ZkError(where() + "cannot read " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+  return ZkNode{reply->value, reply->stat};
+}
+
+std::optional<std::vector<std::string>> ZkSession::children(const std::string& path, bool watch,
+                                                            std::chrono::milliseconds timeout,
+                                                            const Wake* wake) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = zoo_aget_children2(handle_, path.c_str(), watch, on_strings, keep);
+  if (rc != ZOK) delete keep;
+  wait(reply, rc, "list", path, timeout, wake);
+  if (reply->rc == ZNONODE) return std::nullopt;
+  if (reply->rc != ZOK) throw ZkError(where() + "cannot list " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+  return std::move(reply->names);
+}
+
+bool ZkSession::remove(const std::string& path, std::chrono::milliseconds timeout) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = zoo_adelete(handle_, path.c_str(), -1, on_void, keep);
+  if (rc != ZOK) delete keep;
+  wait(reply, rc, "delete", path, timeout, nullptr);
+  if (reply->rc == ZNONODE) return false;
+  if (reply->rc != ZOK) throw ZkError(where() + "cannot delete " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+  return true;
+}
+
+}  // namespace lk

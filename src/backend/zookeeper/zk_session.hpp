@@ -1,0 +1,112 @@
+#pragma once
+// One ZooKeeper session through the C client (its multi-threaded flavour): connected on
+// construction, closed on destruction, which makes the server delete every ephemeral node of
+// ours at once. Each request is sent asynchronously and waited for on our own descriptors, so
+// that -timeout, a stopping signal or the loss of the hold cuts any wait short.
+#include <zookeeper/zookeeper.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/http_client.hpp"  // Wake, NetworkError
+#include "util/deadline.hpp"
+#include "util/error.hpp"
+#include "util/unique_fd.hpp"
+
+namespace lk {
+
+// ZooKeeper answered with an error code; `code` is the C client's (ZNONODE, ZNODEEXISTS, ...).
+struct ZkError : Error {
+  ZkError(const std::string& what, int code) : Error(what), code(code) {}
+  int code;
+};
+// No answer (connection lost, request timed out): worth asking again while the session lives.
+struct ZkUnreachable : NetworkError {
+  using NetworkError::NetworkError;
+};
+// The wait for an answer was cut short by one of the Wake's descriptors.
+struct ZkCancelled : Error {
+  using Error::Error;
+};
+
+struct ZkNode {
+  std::string data;
+  Stat stat{};
+};
+
+class ZkSession {
+ public:
+  // Called on the client's own thread for every watch and session event (type and state as
+  // zookeeper.h has them; path empty for session events). Must not block.
+  using Listener = std::function<void(int type, int state, const std::string& path)>;
+
+  // `connect` is ZooKeeper's connect string, host:port[,host:port...][/chroot]. Throws
+  // ZkUnreachable when no server gives us a session by `connect_by`.
+  ZkSession(const std::string& connect, std::chrono::milliseconds requested_timeout,
+            Deadline connect_by, const Wake* wake = nullptr);
+  ~ZkSession();
+  ZkSession(const ZkSession&) = delete;
+  ZkSession& operator=(const ZkSession&) = delete;
+
+  const std::string& connect_string() const { return connect_; }
+  // The session timeout the server granted, which every deadline follows.
+  std::chrono::milliseconds negotiated_timeout() const { return negotiated_; }
+  std::int64_t id() const { return id_; }
+  // When the request that asked for the session was sent: the server cannot expire it earlier
+  // than a timeout after that.
+  Clock::time_point started_at() const { return started_; }
+  // Readable after any watch or session event; the reader drains it and looks again.
+  int events_fd() const { return events_.get(); }
+  void drain_events() const;
+  bool expired() const;
+  void set_listener(Listener listener);
+
+  // Each returns once ZooKeeper answered, or throws: ZkError for an error code (but see the
+  // optional results), ZkUnreachable when no answer comes within `timeout`, ZkCancelled when
+  // `wake` says stop. `watch` leaves a one-time watch that fires through events_fd/listener.
+  std::string create(const std::string& path, const std::string& data, int flags,
+                     std::chrono::milliseconds timeout, Stat* stat = nullptr,
+                     const Wake* wake = nullptr);
+  // Creates each missing ancestor of `path` as a CONTAINER node (reaped by the server once empty).
+  void create_parents(const std::string& path, std::chrono::milliseconds timeout,
+                      const Wake* wake = nullptr);
+  std::optional<Stat> exists(const std::string& path, bool watch, std::chrono::milliseconds timeout,
+                             const Wake* wake = nullptr);
+  std::optional<ZkNode> get(const std::string& path, bool watch, std::chrono::milliseconds timeout,
+                            const Wake* wake = nullptr);
+  // Empty when the node does not exist.
+  std::optional<std::vector<std::string>> children(const std::string& path, bool watch,
+                                                   std::chrono::milliseconds timeout,
+                                                   const Wake* wake = nullptr);
+  // False when there was nothing to delete.
+  bool remove(const std::string& path, std::chrono::milliseconds timeout);
+
+  // A message prefix that names the server: "ZooKeeper at <connect>: ".
+  std::string where() const;
+
+  struct Reply;  // what a completion hands back (zk_session.cpp)
+
+ private:
+  std::shared_ptr<Reply> wait(std::shared_ptr<Reply> reply, int rc, const char* op,
+                              const std::string& path, std::chrono::milliseconds timeout,
+                              const Wake* wake);
+  static void on_event(zhandle_t*, int type, int state, const char* path, void* context);
+
+  std::string connect_;
+  zhandle_t* handle_ = nullptr;
+  UniqueFd events_;  // an eventfd
+  mutable std::mutex mutex_;
+  Listener listener_;
+  int state_ = 0;
+  std::chrono::milliseconds negotiated_{0};
+  std::int64_t id_ = 0;
+  Clock::time_point started_;
+};
+
+}  // namespace lk

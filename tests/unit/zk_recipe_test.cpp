@@ -1,0 +1,52 @@
+#include <doctest/doctest.h>
+
+#include <regex>
+
+#include "backend/zookeeper/zk_recipe.hpp"
+
+using namespace lk;
+using Names = std::vector<std::string>;
+
+TEST_CASE("zookeeper: protected names as Curator makes and finds them") {
+  std::string id = new_protection_id();
+  // Java's UUID.randomUUID() text: version 4, IETF variant, lower case.
+  CHECK(std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(new_protection_id() != id);
+  CHECK(protected_name(id, kLockName) == "_c_" + id + "-lock-");
+  Names children{"_c_other-lock-0000000001", "_c_" + id + "-lock-0000000002", "lock-0000000003"};
+  CHECK(find_protected(children, id) == "_c_" + id + "-lock-0000000002");
+  CHECK_FALSE(find_protected(children, "missing"));
+  // The id must be followed by its dash: a longer id is another one.
+  CHECK_FALSE(find_protected({"_c_" + id + "0-lock-0000000001"}, id));
+  CHECK(zk_path("a/b") == "/a/b");
+}
+
+TEST_CASE("zookeeper: contenders in Curator's order, by the text after the last lock-") {
+  Names children{"_c_b-lock-0000000010", "_c_a-lock-0000000002", "lock-0000000001",
+                 "_c_x-lock-lock-0000000003", "locks", "leases"};
+  CHECK(curator_sorted(children, kLockName) ==
+        Names{"lock-0000000001", "_c_a-lock-0000000002", "_c_x-lock-lock-0000000003",
+              "_c_b-lock-0000000010", "leases", "locks"});
+  CHECK(curator_sorted({"_c_q-lease-0000000001", "_c_p-lease-0000000000"}, kLeaseName) ==
+        Names{"_c_p-lease-0000000000", "_c_q-lease-0000000001"});
+  // Names without the marker sort whole, and ties keep their order.
+  CHECK(curator_sorted({"b", "a", "b"}, kLockName) == Names{"a", "b", "b"});
+}
+
+TEST_CASE("zookeeper: node data is lock's holder record with its limit, or someone else's") {
+  HolderRecord r = HolderRecord::for_this_process("svc/web", "web\n1");
+  auto parsed = parse_node_data(node_data(r, 3));
+  REQUIRE(parsed);
+  CHECK(parsed->limit == 3);
+  CHECK(parsed->record.name == "web\n1");
+  CHECK(parsed->record.prefix == "svc/web");
+  CHECK(parsed->record.pid == r.pid);
+  // Curator's nodes carry the client's address; other programs, anything.
+  CHECK_FALSE(parse_node_data("127.0.0.1"));
+  CHECK_FALSE(parse_node_data(""));
+  CHECK_FALSE(parse_node_data("{"));
+  CHECK_FALSE(parse_node_data("{\"limit\": 2}"));  // no record
+  CHECK_FALSE(parse_node_data(R"({"limit": 0, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
+  CHECK_FALSE(parse_node_data(R"({"limit": "2", "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
+  CHECK(parse_node_data(R"({"limit": 2, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})")->limit == 2);
+}
