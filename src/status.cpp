@@ -34,7 +34,8 @@ int show_status(const Options& o) {
   PrefixStatus s = make_backend(o)->status(o.prefix);
   bool held = !s.holders.empty();
   if (o.json) {
-    nlohmann::json out = {{"backend", o.backend},  {"limit", s.limit},
+    nlohmann::json out = {{"backend", o.backend},
+                          {"limit", s.limit_unknown ? nlohmann::json() : nlohmann::json(s.limit)},
                           {"held", held},           {"holders", nlohmann::json::array()},
                           {"waiters", nlohmann::json::array()}};
     put_text(out, "prefix", o.prefix);
@@ -47,9 +48,9 @@ int show_status(const Options& o) {
     fmt::print("prefix '{}': not held\n", printable(o.prefix));
     return kNotHeld;
   }
-  std::string kind = s.limit > 1 ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(),
-                                                s.limit)
-                                 : "lock";
+  std::string kind = s.limit_unknown ? fmt::format("semaphore, {} slots taken, its limit not recorded", s.holders.size())
+                     : s.limit > 1   ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(), s.limit)
+                                     : "lock";
   fmt::print("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
   for (const auto& r : s.holders) fmt::print("  holder: {}, fencing token {}\n", describe(r), r.token);
   for (const auto& r : s.waiters) fmt::print("  waiting: {}\n", describe(r));

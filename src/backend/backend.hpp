@@ -62,6 +62,7 @@ class Hold {
 // Who holds a prefix and who waits for it, as the backend's records say.
 struct PrefixStatus {
   int limit = 0;  // 0 when nobody uses the prefix
+  bool limit_unknown = false;  // a semaphore whose holders do not record its limit (Curator's)
   std::vector<HolderRecord> holders, waiters;
 };
 

@@ -87,7 +87,7 @@ Int number_field(const nlohmann::json& j, const char* name) {
 }  // namespace
 
 std::string HolderRecord::who() const {
-  if (pid == 0 && host.empty()) return "a holder whose record is not written yet";
+  if (pid == 0 && host.empty()) return "a holder with no record of lock's (not written yet, or another program's)";
   return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since);
 }
 

@@ -21,7 +21,7 @@ struct HolderRecord {
   std::string to_json() const;
   static HolderRecord from_json(const std::string& text);  // throws Error when malformed
   // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid
-  // and no host (not written yet, or unreadable) says so instead of "pid 0 on  since".
+  // and no host (not written yet, unreadable, another program's) says so instead of "pid 0 on  since".
   std::string who() const;
 };
 

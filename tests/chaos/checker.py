@@ -4,9 +4,9 @@ mutual exclusion, fencing-token order, and children that outlived their lease; p
 Mutual exclusion: at no instant more than n children between their start and end lines. The
 allowed exceptions are a section whose `lock` the harness paused (SIGSTOP) beyond its TTL (a
 paused process cannot stop anything, so the server rightly hands its slot on while its child
-still runs), and a local holder whose state directory the harness removed, until its path check
-notices. There the newcomer's fencing token must be higher than the old holder's, which is all a
-lease can promise (see SAFETY in man/lock.1).
+still runs), and a local holder whose state directory the harness removed, or a ZooKeeper holder
+whose node it deleted, until `lock` notices. There the newcomer's fencing token must be higher
+than the old holder's, which is all a lease can promise (see SAFETY in man/lock.1).
 
 Fencing tokens ("a number that rises on every acquisition of the prefix"). Two rules, both sound
 for every backend and limit:
@@ -15,7 +15,8 @@ for every backend and limit:
     B's came after the harness started B's `lock`. So A acquired first, and every backend's token
     grows with acquisition order: the local counter, etcd's create revision (a later key, or a key
     that was behind A in the queue), Consul's LockIndex (-n 1) and the ModifyIndex of `.lock` read
-    after B's check-and-set, which comes after A's read (-n N).
+    after B's check-and-set, which comes after A's read (-n N), ZooKeeper's czxid of the node
+    (created after B's lock started, A's before A's child did).
   * n = 1: tokens rise strictly in the order sections start (holds never overlap, so start order
     is acquisition order; a paused holder's successor acquired after it too).
   For n > 1 the start order alone proves nothing: two holders that acquire together may log their
@@ -23,9 +24,10 @@ for every backend and limit:
 
 Lease deadline (server backends): the earliest moment the server could have expired the victim's
 lease, as the harness observed it (scenarios.py: the Consul double's request log, etcd's
-TimeToLive answers), a lower bound of the true expiry. A "stop" victim's child must end before it
-(`lock` aims a tenth of the TTL earlier); overrun = end - deadline when positive. "closest" is
-the largest end - deadline seen: negative is the margin that was left.
+TimeToLive answers, the requests the fault proxy handed ZooKeeper), a lower bound of the true
+expiry. A "stop" victim's child must end before it (`lock` aims a tenth of the TTL earlier);
+overrun = end - deadline when positive. "closest" is the largest end - deadline seen: negative is
+the margin that was left.
 
 Expectations per victim: "survive" (the child ran its course: how == "done"), "stop" (it did not,
 and ended before the deadline), None (safety alone). A contender's child (not a victim) stopped before the harness began its final

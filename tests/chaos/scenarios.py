@@ -7,11 +7,11 @@ states what the victim must do: ride it out ("survive": its section runs its cou
 hold in time ("stop": the checker then holds its end against the lease expiry), refuse a bad reply
 at acquisition ("refuse": exit 1, one line, no child), or nothing beyond safety (None).
 
-TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd 10s,
--kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the others run at the
-shortest TTLs the backends allow (Consul 10s; etcd 5s with -kill-after 1s), so that a fault
-"> TTL" is over quickly. Consul's lock-delay is 0 throughout: with it, a lost lock would stay
-unclaimed 15s longer, hiding nothing but slowing everything.
+TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd and ZooKeeper
+10s, -kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the others run
+at short TTLs (Consul 10s, its shortest; etcd and ZooKeeper 5s with -kill-after 1s), so that a
+fault "> TTL" is over quickly. Consul's lock-delay is 0 throughout: with it, a lost lock would
+stay unclaimed 15s longer, hiding nothing but slowing everything.
 """
 
 import json
@@ -35,6 +35,7 @@ from etcd_server import EtcdServer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fixture import ConsulDouble  # noqa: E402
 from harness import LOCK, SLOW  # noqa: E402
+from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # noqa: E402
 
 # Failures of lock already known and reported: (backend, fault or None for all, n or None for
 # all) -> (kind, why), kind one of checker.KINDS. Such a row still runs and prints, as "xfail";
@@ -131,7 +132,7 @@ class LocalBackend:
             subprocess.run(["umount", "--lazy", self.top], check=True)
         shutil.rmtree(self.top, ignore_errors=True)
 
-    def leftovers(self):
+    def leftovers(self, prefix=None):
         """What the prefixes left in the state directory (its fencing counter stays for good)."""
         found = []
         if os.path.isdir(self.dir):
@@ -335,7 +336,192 @@ class EtcdBackend:
         return _as_of_end(lambda until: poller.bound(until) or -1.0, v.section.end)
 
 
-BACKENDS = {"local": LocalBackend, "consul": ConsulBackend, "etcd": EtcdBackend}
+class UpstreamFrames:
+    """When a ZooKeeper server can first have read each complete request of the victim's client:
+    fed by the fault proxy with the bytes it hands the server (FaultProxy's on_upstream), it splits
+    each connection's stream into ZooKeeper's frames (a 4-byte big-endian length, then the body;
+    the connect request too) and keeps the instant each one's last byte went out. The server
+    touches a session on every request it reads (pings, the keeper's lookups, a reconnection's
+    connect request), and not before that instant. on_frame, when set, is called with the
+    connection and the first PEEK bytes of each frame's body once it went out, from the proxy's
+    thread of that connection (so it can act before anything more passes there)."""
+
+    PEEK = 512
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        # connection -> [header bytes read so far, body bytes still due, the body's first bytes]
+        self._partial = {}
+        self.times = []
+        self.on_frame = None
+
+    def feed(self, connection, data, when):
+        done = []
+        with self._lock:
+            head, due, body = self._partial.get(connection, (b"", 0, b""))
+            view = memoryview(data)
+            while view:
+                if due:
+                    take = min(due, len(view))
+                    if len(body) < self.PEEK:
+                        body += bytes(view[:min(take, self.PEEK - len(body))])
+                    due -= take
+                    view = view[take:]
+                    if due == 0:
+                        self.times.append(when)
+                        done.append(body)
+                        body = b""
+                    continue
+                need = 4 - len(head)
+                head += bytes(view[:need])
+                view = view[need:]
+                if len(head) == 4:
+                    due = int.from_bytes(head, "big")
+                    head = b""
+                    if due == 0:  # an empty frame: complete with its header (or not ZooKeeper)
+                        self.times.append(when)
+                        done.append(b"")
+            self._partial[connection] = (head, due, body)
+            hook = self.on_frame
+        if hook is not None:
+            for body in done:
+                hook(connection, body)
+
+    def clear(self):
+        with self._lock:
+            self._partial.clear()
+            self.times = []
+
+    def sent(self):
+        with self._lock:
+            return list(self.times)
+
+
+# ZooKeeper's request types (jute's OpCode) that create a node; the request's path follows the
+# request header (xid, type), as a 4-byte length and its bytes.
+ZK_CREATES = {1: "create", 15: "create2", 19: "createContainer", 21: "createTTL"}
+
+
+def zk_created_path(body):
+    """The path a request body (after its length) asks to create, or None for other requests."""
+    if len(body) < 12 or int.from_bytes(body[4:8], "big", signed=True) not in ZK_CREATES:
+        return None
+    size = int.from_bytes(body[8:12], "big", signed=True)
+    if size < 0 or len(body) < 12 + size:
+        return None
+    return body[12:12 + size].decode(errors="replace")
+
+
+class ZooKeeperBackend:
+    """A real ZooKeeper (Debian's 3.8, tests/e2e/zookeeper_server.py) ticking every 500 ms, so
+    that it grants any timeout from 1 s to 10 s as asked and expires a session at most a tick
+    after the timeout; it reaps emptied container nodes every 250 ms. The victim's session is
+    kept as a lease (README.md): lock's defaults (10 s, -kill-after 5s) for the faults to ride
+    out, and with `short` a 5 s session and a 1 s grace."""
+    name, settle = "zookeeper", 0.5
+    TICK_MS = 500
+
+    def __enter__(self):
+        why = zookeeper_missing()
+        if why:
+            raise RuntimeError(f"ZooKeeper fixtures unavailable: {why}")
+        self.server = ZooKeeperServer(tick_time=self.TICK_MS, container_check_ms=250).__enter__()
+        self.address = self.server.connect_string
+        self.frames = UpstreamFrames()
+        self.granted = {}  # victim's tag -> the session timeout the server granted, in seconds
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def target(self):
+        host, port = self.address.rsplit(":", 1)
+        return host, int(port)
+
+    def make_proxy(self, host, port):
+        """The victim's proxy reports what it hands the server, for deadline()."""
+        return FaultProxy(host, port, on_upstream=self.frames.feed)
+
+    def ttl(self, short):
+        """The session timeout the flags ask for, which this server grants as it is."""
+        return 5.0 if short else 10.0
+
+    def flags(self, address=None, short=False):
+        return (["-backend", "zookeeper", "-endpoints", address or self.address]
+                + (["-session-ttl", "5s", "-kill-after", "1s"] if short else []))
+
+    def victim_address(self, proxy):
+        return proxy.address
+
+    def server_pid(self):
+        return self.server.pid
+
+    def restart(self, down):
+        """SIGKILL, and a start on the same port and data: sessions come back with the snapshot,
+        each with its timeout started afresh."""
+        self.server.kill()
+        time.sleep(down)  # the length of the outage, not a wait for an event
+        self.server.restart()
+
+    def before_victim(self, run):
+        self.frames.clear()  # only the victim's requests matter
+
+    def watch(self, run, v):
+        """Learns the timeout the server granted the victim's session (`cons`), which deadline()
+        counts with: lock must follow the grant, whatever it asked for. The proxy reports every
+        request; start_victim() cleared the record."""
+        sid = self.session_of(v)
+        for c in self.server.connections():
+            if c["sid"] == sid and c["to"] > 0:
+                self.granted[v.tag] = c["to"] / 1000.0
+                return
+        run.row.notes.append(f"{v.tag}: session {sid:x} not among the server's connections; "
+                             "its deadline counts with the timeout asked for")
+
+    def session_of(self, v):
+        """The victim's session id (LOCK_SESSION, hex, as the section logs it)."""
+        return int(v.section.lease, 16)
+
+    def nodes_of(self, run, v):
+        """The victim's own nodes (its lock node, or its lease node with -n 2: one, unless
+        protected mode made a second), from the server's list of ephemeral nodes by session."""
+        mine = self.server.ephemerals().get(self.session_of(v), [])
+        base = "/" + run.crowd.prefix + "/"
+        return [p for p in mine if p.startswith(base) and not p.startswith(base + "locks/")]
+
+    def deadline(self, run, v):
+        """The Consul double's rule, on what the server can have read: the session expires no
+        earlier than the granted timeout after the last request the server read from it
+        (ZooKeeper then rounds up to a tick), and a request that reached it after that (or while
+        it was paused) renews nothing. The session was created after the victim's lock was
+        started. A restart only starts every timeout afresh: this stays a lower bound."""
+        ttl = self.granted.pop(v.tag, None) or self.ttl(run.fault.short)
+        sent = sorted(at for at in self.frames.sent()
+                      if not any(a <= at <= b for a, b in run.windows))
+
+        def expiry(until):
+            bound = v.section.spawned + ttl
+            for at in sent:
+                if at >= bound or at > until:
+                    break
+                bound = at + ttl
+            return bound
+        return _as_of_end(expiry, v.section.end)
+
+    def leftovers(self, prefix):
+        """What the scenario's prefix still holds once every lock is gone: a killed lock's session
+        expires within its timeout, and the server reaps the emptied containers; anything left
+        after that is a leak."""
+        path = "/" + prefix
+        gone = wait_until(lambda: self.server.exists(path) is None, (self.ttl(False) + 10) * SLOW,
+                          0.05)
+        if gone:
+            return []
+        return sorted(self.server.tree(path))
+
+
+BACKENDS = {"local": LocalBackend, "consul": ConsulBackend, "etcd": EtcdBackend,
+            "zookeeper": ZooKeeperBackend}
 
 
 # ---- faults --------------------------------------------------------------------------------------
@@ -353,6 +539,8 @@ class Fault:
     server_wide: bool = False  # hits every contender's lease: any of them may lose its hold
     touches_server: bool = False  # the others meet it too: their runs may fail (no child started)
     n2: bool = False          # worth running with -n 2 too (the semaphore's own paths)
+    http: bool = False        # HTTP replies (a status, a body): Consul and etcd, not ZooKeeper
+    only: tuple = ()          # for these backends alone (when not empty)
 
 
 def _kill_lock(run, v):
@@ -488,6 +676,49 @@ def _fill_state_fs(seconds):
     return inject
 
 
+def _delete_node(run, v):
+    """An operator deletes the victim's node (ZooKeeper): the next in line may take over at once,
+    an overlap README.md allows until lock's watch fires and its child stops, within a second,
+    provided the newcomer's token is higher."""
+    nodes = run.backend.nodes_of(run, v)
+    if len(nodes) != 1:
+        run.problem(f"{v.tag}'s session has {len(nodes)} nodes where it should have one: {nodes}")
+        return
+    node = nodes[0]
+    removed = time.monotonic()
+    run.allowed.add(v.section.pid)
+    run.deadlines[v.section.pid] = removed
+    run.backend.server.delete(node)
+    limit = 1.0 + 2.0 * SLOW
+    if not wait_until(lambda: v.section.end is not None, limit):
+        run.problem(f"{v.tag}'s child still ran {limit:.1f}s after its node {node} was deleted")
+
+
+def _cut_at_create(run):
+    """Armed before the victim starts (ZooKeeper): the first time its client sends the create of
+    its own node (its lock node; with -n 2 also its lease node), the proxy closes the connection
+    right after handing the request to the server, before the answer can come back. The create
+    may have happened or not; the client reconnects to the same session, and lock must look for
+    its node by its protection id before it makes another (Curator's protected mode): one node,
+    and its section runs."""
+    prefix = "/" + run.crowd.prefix + "/"
+    seen = set()
+
+    def on_frame(connection, body):
+        if connection not in seen:  # a connection's first frame is its connect request
+            seen.add(connection)
+            return
+        path = zk_created_path(body)
+        name = path.rsplit("/", 1)[-1] if path and path.startswith(prefix) else ""
+        kind = "lease" if "-lease-" in name else "lock" if "-lock-" in name else None
+        if kind is None or kind in (k for k, _ in run.cuts):
+            return
+        run.cuts.append((kind, path))
+        run.proxy.drop_all()
+    run.cuts = []
+    run.backend.frames.on_frame = on_frame
+
+
 def _5xx_burst(run, v):
     if isinstance(run.backend, ConsulBackend):
         run.backend.fail_5xx(run, 2.5)  # the whole server, for every contender
@@ -529,24 +760,35 @@ FAULTS = [
     Fault("proxy blackhole 2.5s", _proxy("blackhole", 2.5), "survive", 2.5, short=False),
     Fault("proxy blackhole > TTL", _proxy_until_lost("blackhole"), "stop", n2=True),
     Fault("proxy reset 2.5s", _proxy("reset", 2.5), "survive", 2.5, short=False),
-    Fault("5xx 2.5s", _5xx_burst, "survive", 2.5, short=False, touches_server=True),
+    # Every connection refused until the session is lost: the client keeps reconnecting.
+    Fault("proxy reset > TTL", _proxy_until_lost("reset"), "stop", only=("zookeeper",)),
+    Fault("5xx 2.5s", _5xx_burst, "survive", 2.5, short=False, touches_server=True, http=True),
     Fault("5xx > TTL", _proxy_until_lost("http", status=503, reason="Service Unavailable",
-                                         body="No cluster leader"), "stop"),
+                                         body="No cluster leader"), "stop", http=True),
     # Bad replies are failed requests like any other: ridden out as an outage is.
-    Fault("malformed 2.5s", _malformed(2.5), "survive", 2.5, short=False),
+    Fault("malformed 2.5s", _malformed(2.5), "survive", 2.5, short=False, http=True),
     Fault("endless body 2.5s", _proxy("endless", 2.5, bytes="A" * 1000), "survive", 2.5,
-          short=False),
+          short=False, http=True),
+    Fault("node deleted", _delete_node, "stop", n2=True, only=("zookeeper",)),
+    Fault("connection cut at create", _cut_at_create, "survive", short=False, phase="acquire",
+          n2=True, only=("zookeeper",)),
     Fault("rm -rf state dir", _remove_state_dir, "stop", servers=False, local=True,
           server_wide=True, n2=True),
     Fault("state fs full 2s", _fill_state_fs(2.0), "survive", 2.0, servers=False, local=True,
           touches_server=True, n2=True),
-    Fault("malformed at acquire", _malformed_now, "refuse", phase="acquire"),
-    Fault("endless body at acquire", _endless_now, "refuse", phase="acquire"),
+    Fault("malformed at acquire", _malformed_now, "refuse", phase="acquire", http=True),
+    Fault("endless body at acquire", _endless_now, "refuse", phase="acquire", http=True),
 ]
 
 
 def faults_for(backend):
-    return [f for f in FAULTS if (f.local if backend == "local" else f.servers)]
+    def applies(f):
+        if f.only:
+            return backend in f.only
+        if backend == "local":
+            return f.local
+        return f.servers and not (f.http and backend == "zookeeper")
+    return [f for f in FAULTS if applies(f)]
 
 
 # ---- one scenario --------------------------------------------------------------------------------
@@ -577,13 +819,14 @@ class Scenario:
         self.deadlines = {}   # child pid -> lease deadline as the server saw it
         self.lost_slots = {}  # "dev:ino" of a slot file removed under its holder -> (when, fd)
         self.proxy = None
+        self.outcomes = {}    # what the victims did after a fault at acquisition -> how many times
 
     def problem(self, text):
         self.row.problems.append(text)
 
     def env(self):
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CONSUL_", "ETCDCTL_", "LOCK_"))}
+               if not k.startswith(("CONSUL_", "ETCDCTL_", "LOCK_", "ZOOKEEPER_"))}
         env["LOCK_STATE_DIR"] = getattr(self.backend, "dir", "/nonexistent")
         return env
 
@@ -593,7 +836,8 @@ class Scenario:
         log = os.path.join(self.workdir, f"{self.backend.name}-{slug}-n{self.n}.log")
         common = ["-n", str(self.n), "-shell=false"]
         target = self.backend.target()
-        with FaultProxy(*target) if target else _Nothing() as proxy:
+        make_proxy = getattr(self.backend, "make_proxy", FaultProxy)
+        with make_proxy(*target) if target else _Nothing() as proxy:
             self.proxy = proxy
             self.watcher = LogWatcher(log)
             self.watcher.start()
@@ -617,8 +861,11 @@ class Scenario:
                 self.watcher.stop()
         for line in self.watcher.malformed:
             self.problem(f"malformed log line {line!r}")
-        if hasattr(self.backend, "leftovers") and self.backend.leftovers():
-            self.problem(f"left behind in the state directory: {self.backend.leftovers()}")
+        if hasattr(self.backend, "leftovers"):
+            left = self.backend.leftovers(self.crowd.prefix)
+            if left:
+                where = "in the state directory" if self.backend.name == "local" else "on the server"
+                self.problem(f"left behind {where}: {left}")
         failures = self.crowd.failures
         if self.fault.server_wide:  # a holder's loss is the fault's doing, not a failed run
             failures = [f for f in failures if not f[2].startswith("lock: lock lost:")]
@@ -631,6 +878,9 @@ class Scenario:
             # Only a fault the others meet too (on the server) may make their runs fail; a
             # victim's kill or pause may cost them a wait, never an error.
             (self.row.notes if self.fault.touches_server else self.row.problems).append(text)
+        if self.outcomes:
+            self.row.notes.append("after the cut: " + ", ".join(
+                f"{what} {count}x" for what, count in sorted(self.outcomes.items())))
         self.excuse_lost_slots()
         check(self.row, self.watcher.sections, self.deadlines, self.allowed, self.expect,
               ending_at, self.fault.server_wide)
@@ -690,15 +940,15 @@ class Scenario:
 
     def cycle(self, i):
         if self.fault.phase == "acquire":
-            self.refusal(i)
+            (self.refusal if self.fault.expect == "refuse" else self.acquire_cycle)(i)
         else:
             self.victim_cycle(i)
 
-    def start_victim(self, i, seconds):
+    def start_victim(self, i, seconds, extra=()):
         if hasattr(self.backend, "before_victim"):
             self.backend.before_victim(self)
         tag = f"victim{i}"
-        return Victim(tag, self.crowd.spawn(seconds, tag, self.victim_flags))
+        return Victim(tag, self.crowd.spawn(seconds, tag, [*self.victim_flags, *extra]))
 
     def victim_cycle(self, i):
         settle = self.backend.settle
@@ -727,8 +977,8 @@ class Scenario:
         code, err, _ = done
         self.watcher.wait(lambda ss: v.section.end is not None, 10 * SLOW)
         deadline = self.backend.deadline(self, v)
-        if deadline is not None:
-            self.deadlines[v.section.pid] = deadline
+        if deadline is not None:  # the fault may have set an earlier one (a node deleted)
+            self.deadlines[v.section.pid] = min(deadline, self.deadlines.get(v.section.pid, deadline))
         self.expect[v.section.pid] = self.fault.expect if self.fault.expect in (
             "survive", "stop") else None
         said = err.strip().splitlines()
@@ -744,6 +994,50 @@ class Scenario:
                 self.row.notes.append(f"victim said {said[-1][:400] if said else '(nothing)'!r}")
         if len(said) > 3 or any(w in err for w in ("what()", "terminate called", "Sanitizer")):
             self.problem(f"{v.tag} said too much or crashed: {err.strip()[:300]!r}")
+
+    def acquire_cycle(self, i):
+        """A fault armed before the victim starts, aimed at its acquisition, that it must come
+        through (see _cut_at_create): its section runs its course, lock exits 0, and while it
+        holds, its session has one node. -verbose tells whether lock found the node whose
+        create's answer was lost ("queued as" is said only of a node it made)."""
+        self.fault.inject(self)
+        try:
+            self.crowd.hold_off()
+            try:
+                v = self.start_victim(i, self.backend.settle + 1.0, ["-verbose"])
+                found = self.watcher.wait(
+                    lambda ss: next((s for s in ss if s.tag == v.tag), None) or not alive(v.proc.pid),
+                    (30 + 2 * (self.ttl or 0)) * SLOW)
+            finally:
+                self.crowd.resume()
+            if found is None or found is True:
+                self.problem(f"{v.tag} never got its turn: {self.end_victim(v, 1)}")
+                return
+            v.section = found
+            nodes = self.backend.nodes_of(self, v)
+            done = self.end_victim(v, (self.ttl or 0) * 2 + 20)
+        finally:
+            self.backend.frames.on_frame = None
+        if len(nodes) != 1:
+            self.problem(f"{v.tag}'s session held {len(nodes)} nodes where it should hold one: {nodes}")
+        if not self.cuts:
+            self.problem(f"{v.tag}: no create of its own node went through the proxy; nothing cut")
+        if done is None:
+            self.problem(f"{v.tag}'s lock neither ended nor stopped its child (killed)")
+            return
+        code, err, _ = done
+        self.watcher.wait(lambda ss: v.section.end is not None, 10 * SLOW)
+        self.expect[v.section.pid] = "survive"
+        if code != 0:
+            self.problem(f"{v.tag}'s lock exited {code} after a connection cut at its create: "
+                         f"{err.strip().splitlines()[-1:] or '(nothing)'}")
+        for kind, path in self.cuts:
+            made = any("queued as " in line and path.rsplit("/", 1)[-1] in line
+                       for line in err.splitlines())
+            outcome = f"{kind} node {'made again' if made else 'found by its protection id'}"
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        if any(w in err for w in ("what()", "terminate called", "Sanitizer")):
+            self.problem(f"{v.tag} crashed: {err.strip()[-300:]!r}")
 
     def end_victim(self, v, timeout):
         """Waits for the victim's lock; kills it (and its tree, through its watchdog) at the

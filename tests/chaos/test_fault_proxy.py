@@ -182,5 +182,55 @@ class FaultProxyTest(unittest.TestCase):
             s.recv(1)
 
 
+class UpstreamReportTest(unittest.TestCase):
+    """on_upstream: what reached the server's socket, per connection, and when."""
+
+    def setUp(self):
+        self.echo = EchoServer()
+        self.seen = []
+        self.lock = threading.Lock()
+        self.proxy = FaultProxy("127.0.0.1", self.echo.port, on_upstream=self.record)
+        self.addCleanup(self.echo.close)
+        self.addCleanup(self.proxy.stop)
+
+    def record(self, connection, data, when):
+        with self.lock:
+            self.seen.append((connection, data, when))
+
+    def sent(self, connection):
+        with self.lock:
+            return b"".join(d for c, d, _ in self.seen if c == connection)
+
+    def test_reports_every_byte_per_connection(self):
+        a = socket.create_connection(("127.0.0.1", self.proxy.port), timeout=10)
+        b = socket.create_connection(("127.0.0.1", self.proxy.port), timeout=10)
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        payload = os.urandom(200_000)
+        threading.Thread(target=a.sendall, args=(payload,), daemon=True).start()
+        b.sendall(b"second")
+        self.assertEqual(recv_exactly(a, len(payload)), payload)
+        self.assertEqual(recv_exactly(b, 6), b"second")
+        self.assertEqual(self.sent(1), payload)
+        self.assertEqual(self.sent(2), b"second")
+        times = [w for _, _, w in self.seen]
+        self.assertEqual(times, sorted(times))
+
+    def test_nothing_reported_while_held(self):
+        s = socket.create_connection(("127.0.0.1", self.proxy.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(b"a")
+        self.assertEqual(recv_exactly(s, 1), b"a")
+        self.proxy.set_mode("blackhole")
+        s.sendall(b"held")
+        time.sleep(0.3)  # the length of the hold, not a wait for an event
+        self.assertEqual(self.sent(1), b"a")
+        released = time.monotonic()
+        self.proxy.set_mode("pass")
+        self.assertEqual(recv_exactly(s, 4), b"held")
+        self.assertEqual(self.sent(1), b"aheld")
+        self.assertGreaterEqual(self.seen[-1][2], released)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -20,6 +20,12 @@ The forwarding modes (pass, delay, blackhole) and the answering modes (http, end
 a connection mid-stream, so a switch from one family to the other closes the open connections;
 the client's next request meets the new mode. Each connection is served by one thread with one
 select loop, so closing or resetting it never races a blocked call in another thread.
+
+on_upstream, if given, is called as on_upstream(connection, data, when) each time bytes were
+handed to the server's socket (connection: the number of the accepted connection, from 1; when:
+time.monotonic() just after the write), from that connection's thread: what the server can have
+read, and not before when. The chaos harness learns from it when a ZooKeeper server heard from its
+client (tests/chaos/scenarios.py).
 """
 
 import collections
@@ -148,6 +154,7 @@ class _Connection(threading.Thread):
         self.requests = _HttpRequests()
         self.streaming = False  # an endless body is being sent
         self.eof = False
+        self.number = 0  # set by the proxy: the how-manieth accepted connection
 
     def end(self, how):
         self.ending = self.ending or how
@@ -249,11 +256,14 @@ class _Connection(threading.Thread):
 
     def _write(self, sock):
         name = "out_upstream" if sock is self.upstream else "out_client"
+        data = getattr(self, name)
         try:
-            sent = sock.send(getattr(self, name))
+            sent = sock.send(data)
         except BlockingIOError:
             return
-        setattr(self, name, getattr(self, name)[sent:])
+        setattr(self, name, data[sent:])
+        if sent and sock is self.upstream and self.proxy.on_upstream is not None:
+            self.proxy.on_upstream(self.number, data[:sent], time.monotonic())
 
     def _answer(self, data, mode, kw):
         try:
@@ -301,8 +311,9 @@ class FaultProxy:
     """Listens on 127.0.0.1 (a free port) and forwards to target_host:target_port until told
     otherwise. A context manager; stop() closes everything."""
 
-    def __init__(self, target_host, target_port):
+    def __init__(self, target_host, target_port, on_upstream=None):
         self.target = (target_host, int(target_port))
+        self.on_upstream = on_upstream  # see the module's doc
         self.mode, self.kw = "pass", {}
         self._lock = threading.Lock()
         self._open = set()
@@ -413,6 +424,7 @@ class FaultProxy:
                     _rst_close(client)
                     continue
                 conn = _Connection(self, client)
+                conn.number = self._accepted
                 self._open.add(conn)
             conn.start()
 

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <regex>
 
 #include "backend/zookeeper/zk_recipe.hpp"
@@ -41,6 +42,8 @@ TEST_CASE("zookeeper: node data is lock's holder record with its limit, or someo
   CHECK(parsed->record.name == "web\n1");
   CHECK(parsed->record.prefix == "svc/web");
   CHECK(parsed->record.pid == r.pid);
+  // Any limit -n takes comes back.
+  CHECK(parse_node_data(node_data(r, std::numeric_limits<int>::max()))->limit == std::numeric_limits<int>::max());
   // Curator's nodes carry the client's address; other programs, anything.
   CHECK_FALSE(parse_node_data("127.0.0.1"));
   CHECK_FALSE(parse_node_data(""));

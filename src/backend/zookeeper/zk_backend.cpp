@@ -273,14 +273,17 @@ PrefixStatus ZkBackend::status(const std::string& prefix) {
     if (auto owner = node ? parse_node_data(node->data) : std::nullopt) s.limit = std::max(s.limit, owner->limit);
     records.push_back(record_of(prefix, node));
   }
-  if (s.limit == 0) s.limit = static_cast<int>(records.size());  // Curator's alone: the limit is not stored
+  if (s.limit == 0) {  // Curator's alone, which store no limit: every lease holds
+    s.limit_unknown = true;
+    s.limit = static_cast<int>(records.size());
+  }
   for (std::size_t i = 0; i < records.size(); ++i)
     (static_cast<int>(i) < s.limit ? s.holders : s.waiters).push_back(records[i]);
   // Behind them, those queued on the internal mutex; its first has its lease node counted above.
   std::string locks = base + "/locks";
   auto queue = curator_sorted(session.children(locks, false, kRequestTimeout).value_or(std::vector<std::string>{}), kLockName);
   for (std::size_t i = 1; i < queue.size(); ++i) s.waiters.push_back(read(locks, queue[i]));
-  if (s.holders.empty() && s.waiters.empty()) s.limit = 0;
+  if (s.holders.empty() && s.waiters.empty()) s = PrefixStatus{};
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -58,7 +59,7 @@ std::optional<NodeOwner> parse_node_data(std::string_view data) {
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   auto limit = j.find("limit");
   if (limit == j.end() || !limit->is_number_integer() || limit->get<long long>() < 1 ||
-      limit->get<long long>() > 1'000'000)
+      limit->get<long long>() > std::numeric_limits<int>::max())
     return std::nullopt;
   try {
     return NodeOwner{HolderRecord::from_json(std::string(data)), static_cast<int>(limit->get<long long>())};
