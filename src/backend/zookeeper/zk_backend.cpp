@@ -44,7 +44,7 @@ class Contention {
   // InterProcessMutex on `dir`: returns once our node is first.
   OwnNode mutex(const std::string& dir) {
     OwnNode me = create_protected(dir, kLockName);
-    lease_.watch_node(me.path);
+    watch(me.path);
     queued();
     std::string name = me.path.substr(dir.size() + 1);
     while (keep_going()) {
@@ -73,7 +73,7 @@ class Contention {
     refuse_lock_layout();
     std::string leases = base_ + "/leases";
     OwnNode me = create_protected(leases, kLeaseName);
-    lease_.watch_node(me.path);
+    watch(me.path);
     std::string name = me.path.substr(leases.size() + 1);
     while (keep_going()) {
       try {
@@ -108,6 +108,21 @@ class Contention {
   void queued() {
     if (!queued_) interrupt_.queued();
     queued_ = true;
+  }
+
+  // From now on the deletion of `path`, or the session's expiry, ends the wait or the hold at
+  // once: the watch is armed here, not only at the keeper's next look (up to TTL/3 away).
+  void watch(const std::string& path) {
+    lease_.watch_node(path);
+    while (keep_going()) {
+      try {
+        if (!session_.exists(path, true, kRequestTimeout, &wake_)) vanished(path);
+        return;
+      } catch (const ZkUnreachable& e) {
+        retry_later(e);
+      }
+    }
+    wait_.throw_why(spec_.prefix);
   }
 
   [[noreturn]] void vanished(const std::string& path) {
@@ -256,17 +271,20 @@ PrefixStatus ZkBackend::status(const std::string& prefix) {
   auto read = [&](const std::string& dir, const std::string& name) {
     return record_of(prefix, session.get(child_path(dir, name), false, kRequestTimeout));
   };
-  bool semaphore = std::find(children->begin(), children->end(), "leases") != children->end();
-  if (!semaphore) {
+  // A semaphore's layout, unless its leases are an empty container left over from an earlier use
+  // (the server reaps those only at its next container check).
+  std::string leases = base + "/leases";
+  std::vector<std::string> taken;
+  if (std::find(children->begin(), children->end(), "leases") != children->end())
+    taken = curator_sorted(session.children(leases, false, kRequestTimeout).value_or(std::vector<std::string>{}), kLeaseName);
+  if (taken.empty()) {
     s.limit = 1;
     int rank = 0;
     for (const auto& name : curator_sorted(*children, kLockName))
-      if (name != "locks") (rank++ == 0 ? s.holders : s.waiters).push_back(read(base, name));
+      if (name != "locks" && name != "leases") (rank++ == 0 ? s.holders : s.waiters).push_back(read(base, name));
     if (s.holders.empty()) s.limit = 0;
     return s;
   }
-  std::string leases = base + "/leases";
-  auto taken = curator_sorted(session.children(leases, false, kRequestTimeout).value_or(std::vector<std::string>{}), kLeaseName);
   std::vector<HolderRecord> records;
   for (const auto& name : taken) {
     auto node = session.get(child_path(leases, name), false, kRequestTimeout);

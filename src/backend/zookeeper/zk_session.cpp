@@ -120,10 +120,11 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     std::vector<pollfd> fds{{events_.get(), POLLIN, 0}};
     if (wake)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
-    auto left = connect_by.left(std::chrono::hours(24));
-    if (left.count() == 0)
+    // Passed, not merely less than a millisecond left: the caller tells -timeout by passed().
+    if (connect_by.passed())
       throw ZkUnreachable(where() + "no server gave us a session (is ZooKeeper running there?)");
-    poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    auto left = connect_by.left(std::chrono::hours(24));
+    poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     drain_events();
     for (std::size_t i = 1; i < fds.size(); ++i)
       if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
@@ -191,9 +192,9 @@ std::shared_ptr<Reply> ZkSession::wait(std::shared_ptr<Reply> reply, int rc, con
     std::vector<pollfd> fds{{reply->ready.get(), POLLIN, 0}};
     if (wake)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
+    if (until.passed()) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");
     auto left = until.left(timeout);
-    if (left.count() == 0) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");
-    poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     for (std::size_t i = 1; i < fds.size(); ++i)
       if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
   }
