@@ -45,8 +45,9 @@ static std::string consul_token(const ApiOptions& api) {
 
 static LeaseOptions lease_options(const Options& o) {
   LeaseOptions lease{o.session_ttl, o.kill_after, o.monitor_retry, o.value};
-  // Flags that leave no time to renew are refused before we connect; too many retries, said once.
-  if (!o.status)
+  // Flags that leave no time to renew are refused before we connect; too many retries, said once
+  // (by ZooKeeper's lease for the timeout the server grants, which is the one that counts).
+  if (!o.status && o.backend != "zookeeper")
     if (auto shortfall = lease.timing().shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   return lease;
 }

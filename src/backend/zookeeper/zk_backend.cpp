@@ -149,6 +149,7 @@ class Contention {
     std::string id = new_protection_id();
     std::string path = child_path(dir, protected_name(id, name));
     bool maybe_made = false;
+    int parents_made = 0;
     while (keep_going()) {
       try {
         if (maybe_made) {
@@ -164,9 +165,12 @@ class Contention {
         try {
           made = session_.create(path, data_, ZOO_EPHEMERAL_SEQUENTIAL, kRequestTimeout, &stat, &wake_);
         } catch (const ZkError& e) {
-          if (e.code != ZNONODE) throw;
+          // No parent: made as containers, which the server may reap again before our create
+          // lands (it runs its check on empty ones); then make them again, a few times.
+          if (e.code != ZNONODE || ++parents_made > 5) throw;
+          maybe_made = false;  // refused: nothing to look for
           session_.create_parents(path, kRequestTimeout, &wake_);
-          made = session_.create(path, data_, ZOO_EPHEMERAL_SEQUENTIAL, kRequestTimeout, &stat, &wake_);
+          continue;
         }
         verbose("queued as {} (czxid {})", printable(made), stat.czxid);
         return {made, stat.czxid};

@@ -1,0 +1,914 @@
+"""The ZooKeeper backend against a real ZooKeeper (issue 11's proof, but for the fault harness and
+the bench): Curator's layout, interop with the real Curator both ways, loss of the hold (server
+frozen, a grant smaller than asked, our node deleted, lock killed, the leader killed, a brief
+blip), -status, an unreachable ensemble, FIFO, -timeout and conflicting limits, and nothing left
+behind.
+
+Fixtures: zookeeper_server.py (servers, the tree and the sessions as the server sees them) and
+curator_peer.py (Apache Curator's InterProcessMutex and InterProcessSemaphoreV2 as peers)."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+import unittest
+
+from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
+from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, max_overlap, pid_alive, read_file, send,
+                     signal, wait_for)
+from zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer, four_letter, missing as zookeeper_missing
+
+MISSING = zookeeper_missing()
+CURATOR_MISSING = MISSING or curator_missing()
+
+UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+LOCK_NODE = rf"_c_{UUID}-lock-[0-9]{{10}}"
+LEASE_NODE = rf"_c_{UUID}-lease-[0-9]{{10}}"
+# One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave; Curator's
+# peers write the same lines (curator_peer.py).
+LOGGED = 'echo "enter $ID" >> "$LOG"; sleep 0.005; echo "exit $ID" >> "$LOG"'
+
+
+def lock_loop(rounds, *flags):
+    """A shell loop that runs `lock [flags] $P $CHILD` `rounds` times, stopping at a failure."""
+    words = " ".join(flags)
+    return f'i=0; while [ $i -lt {rounds} ]; do "$LOCK" {words} "$P" "$CHILD" || exit $?; i=$((i+1)); done'
+
+
+@unittest.skipIf(MISSING, MISSING)
+class ZooKeeperCase(LockTestCase):
+    """One server for the class; each test a prefix of its own, and a baseline of the sessions
+    that earlier tests may have left to expire (a killed lock, a killed Curator)."""
+
+    # Ticks of 500 ms: the server grants 1 s to 10 s, so lock's default 10 s is granted as asked.
+    SERVER = {"tick_time": 500}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.zk = ZooKeeperServer(**cls.SERVER).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.zk.__exit__(None, None, None)
+
+    def setUp(self):
+        super().setUp()
+        self.prefix = self.id().rsplit(".", 1)[1]
+        self.node = "/" + self.prefix
+        self.env.update(LOCK_BACKEND="zookeeper", ZOOKEEPER_ENDPOINTS=self.zk.connect_string)
+        self.sessions_before = self.zk.sessions()
+
+    # What the server has.
+
+    def ephemerals_below(self, path=None):
+        """{path: (data, stat)} of the ephemeral nodes below `path` (default: the test's prefix)."""
+        return {p: got for p, got in self.zk.tree(path or self.node).items() if got[1].ephemeralOwner}
+
+    def new_sessions(self):
+        return self.zk.sessions() - self.sessions_before
+
+    def assert_nothing_left(self, timeout=3.0):
+        """No ephemeral node below the prefix and no session of ours. lock deletes its nodes and
+        closes its session before it exits, so this holds at once; the short wait covers the
+        server's pipeline and Curator's JVMs, which close their sessions as they exit."""
+        wait_for(lambda: not self.ephemerals_below() and not self.new_sessions(), timeout,
+                 "no ephemeral node and no session to be left")
+
+    def assert_reaped(self, path=None):
+        """The server deletes emptied container parents (checkIntervalMs=1000), one level a check."""
+        path = path or self.node
+        wait_for(lambda: self.zk.exists(path) is None, 10, f"the server to reap {path}")
+
+    def wait_children(self, path, count, what=None):
+        """Waits until `path` has `count` children; returns their names, sorted."""
+        return wait_for(lambda: (lambda c: c if len(c) == count else None)(self.zk.children(path)),
+                        what=what or f"{path} to have {count} children")
+
+    def child_env(self, name="env"):
+        """The environment a child wrote with `env > file`."""
+        text = self.wait_file(name, "CONSUL_LOCK_HELD=")
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def env_to(self, name="env"):
+        return f"env > {self.path(name)}.tmp && mv {self.path(name)}.tmp {self.path(name)}; "
+
+    def status(self, *args, prefix=None):
+        return self.run_lock("-status", *args, prefix or self.prefix)
+
+    def watchers(self, path):
+        """Sessions with a watch on `path`, as the server lists them (wchp)."""
+        return {session for p, session in self._watches("wchp") if p == path}
+
+    def watches_of(self, session):
+        """Paths that `session` watches, as the server lists them (wchc)."""
+        return {p for p, s in self._watches("wchc") if s == session}
+
+    def _watches(self, word):
+        """(path, session) pairs from wchp (a path, then its sessions indented) or wchc (a
+        session, then its paths indented)."""
+        pairs, head = [], None
+        for line in four_letter(self.zk.port, word).splitlines():
+            if not line.strip():
+                continue
+            if not line.startswith("\t"):
+                head = line.strip()
+            elif word == "wchp":
+                pairs.append((head, int(line.strip(), 16)))
+            else:
+                pairs.append((line.strip(), int(head, 16)))
+        return pairs
+
+
+class LayoutTest(ZooKeeperCase):
+    def test_mutex_node_owner_token_timeout_and_container_parents(self):
+        prefix = self.prefix + "/inner"
+        holder = self.hold("-verbose", prefix=prefix, before=self.env_to())
+        env = self.child_env()
+        (path, (data, stat)), = self.ephemerals_below().items()
+        self.assertRegex(path, rf"^/{prefix}/{LOCK_NODE}$")
+        session = int(env["LOCK_SESSION"], 16)
+        self.assertEqual((env["LOCK_KEY"], env["LOCK_PREFIX"], env["CONSUL_LOCK_HELD"]),
+                         (path, prefix, "true"))
+        self.assertEqual(int(env["LOCK_FENCING_TOKEN"]), stat.czxid)
+        self.assertEqual(stat.ephemeralOwner, session)
+        record = json.loads(data)
+        self.assertEqual((record["pid"], record["limit"], record["prefix"], record["host"]),
+                         (holder.pid, 1, prefix, socket.gethostname()))
+        # The server's view: one session, ours, owning that node alone, with the timeout asked.
+        self.assertEqual(self.new_sessions(), {session})
+        self.assertEqual(self.zk.ephemerals()[session], [path])
+        self.assertEqual([c["to"] for c in self.zk.connections() if c["sid"] == session], [10000])
+        for parent in (self.node, "/" + prefix):
+            self.assertEqual(self.zk.get(parent)[1].ephemeralOwner, 0)  # a container shows as 0
+        self.release()
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"ZooKeeper at {self.zk.connect_string} gave us session {session:x} with a "
+                      "timeout of 10000ms (10000ms asked for)", err)
+        self.assertNotIn("lock: ", err.replace(f"lock[{holder.pid}]: ", ""))  # no error line
+        # Deleted and closed before lock exited, not left to the session's timeout.
+        self.assertIsNone(self.zk.exists(path))
+        self.assertNotIn(session, self.zk.sessions())
+        self.assert_nothing_left(timeout=0.5)
+        # Both parents are containers: the server reaps them once empty.
+        self.assert_reaped("/" + prefix)
+        self.assert_reaped()
+
+    def test_fencing_token_rises_when_the_parent_is_made_again(self):
+        tokens, keys = [], []
+        for k in range(2):
+            r = self.run_lock(self.prefix, self.env_to(f"env{k}"))
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+            env = self.child_env(f"env{k}")
+            tokens.append(int(env["LOCK_FENCING_TOKEN"]))
+            keys.append(env["LOCK_KEY"])
+            self.assert_reaped()
+        # The sequence starts over in a new parent; the czxid does not.
+        self.assertEqual([k[-10:] for k in keys], ["0000000000"] * 2)
+        self.assertLess(tokens[0], tokens[1])
+
+    def test_a_chroot_in_the_connect_string(self):
+        # lock -endpoints host:port/app q takes the lock that lock on prefix app/q takes, and
+        # names its node inside the chroot; the chroot itself must exist, as for any client.
+        r = self.run_lock("-endpoints", self.zk.connect_string + self.node, "q", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, rf"^lock: ZooKeeper at {re.escape(self.zk.connect_string + self.node)}: "
+                         r"cannot create /q: no node\n$")
+        self.zk.create(self.node)
+        self.addCleanup(self.zk.delete, self.node, recursive=True)
+        holder = self.hold(prefix=f"{self.prefix}/q")
+        r = self.run_lock("-endpoints", self.zk.connect_string + self.node, "-timeout", "300ms", "q",
+                          "touch " + self.path("ran"))
+        self.assertEqual((r.returncode, r.stderr), (1, "lock: timed out waiting for prefix 'q'\n"))
+        self.release()
+        self.assert_succeeds(holder)
+        r = self.run_lock("-endpoints", self.zk.connect_string + self.node, "q", self.env_to())
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertRegex(self.child_env()["LOCK_KEY"], f"^/q/{LOCK_NODE}$")
+        self.assert_nothing_left()
+
+    def test_value_is_stored_as_given(self):
+        holder = self.hold("-value", "leader=web1", prefix=self.prefix)
+        (data, _), = self.ephemerals_below().values()
+        self.assertEqual(data, b"leader=web1")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+    def test_semaphore_lease_nodes_and_the_internal_mutex(self):
+        holders = [self.hold("-n", "2", prefix=self.prefix, gate=f"go{k}", before=self.env_to(f"env{k}"))
+                   for k in range(2)]
+        envs = [self.child_env(f"env{k}") for k in range(2)]
+        leases = self.node + "/leases"
+        for holder, env in zip(holders, envs):
+            self.assertRegex(env["LOCK_KEY"], rf"^{leases}/{LEASE_NODE}$")
+            data, stat = self.zk.get(env["LOCK_KEY"])
+            self.assertEqual(stat.ephemeralOwner, int(env["LOCK_SESSION"], 16))
+            self.assertEqual(int(env["LOCK_FENCING_TOKEN"]), stat.czxid)
+            self.assertEqual((json.loads(data)["pid"], json.loads(data)["limit"]), (holder.pid, 2))
+        # The internal mutex goes as soon as a lease counts.
+        self.assertEqual(self.zk.children(self.node + "/locks"), [])
+        self.assertEqual(sorted(self.ephemerals_below()), sorted(e["LOCK_KEY"] for e in envs))
+        # A third waits with its lease node made and the internal mutex held, as Curator does.
+        waiter = self.start_lock("-n", "2", self.prefix, "touch " + self.path("ran"))
+        self.wait_children(leases, 3, "the third's lease node")
+        internal, = self.wait_children(self.node + "/locks", 1, "the third's internal lock node")
+        self.assertRegex(internal, f"^{LOCK_NODE}$")
+        owners = {stat.ephemeralOwner for _, stat in self.ephemerals_below().values()}
+        self.assertEqual(len(owners), 3)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.release("go0")
+        self.assert_succeeds(holders[0])
+        self.assert_succeeds(waiter)
+        self.assertTrue(os.path.exists(self.path("ran")))
+        self.release("go1")
+        self.assert_succeeds(holders[1])
+        self.assert_nothing_left(timeout=0.5)
+        self.assert_reaped()
+
+
+class LeavingTest(ZooKeeperCase):
+    """Nothing is left after -timeout or a signal while waiting, for a lock and a semaphore."""
+
+    def fill(self, n):
+        """Holders for every slot of an -n `n` prefix; returns them and the waiter's queue dir."""
+        holders = [self.hold("-n", str(n), prefix=self.prefix, gate=f"go{n}.{k}") for k in range(n)]
+        return holders, self.node if n == 1 else self.node + "/leases"
+
+    def empty(self, holders, n):
+        for k, holder in enumerate(holders):
+            self.release(f"go{n}.{k}")
+            self.assert_succeeds(holder)
+        self.assert_nothing_left(timeout=0.5)
+
+    def test_timeout_exits_1_and_leaves_nothing(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                holders, queue = self.fill(n)
+                before = self.ephemerals_below()
+                sessions = self.new_sessions()
+                start = time.monotonic()
+                r = self.run_lock("-n", str(n), "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
+                elapsed = time.monotonic() - start
+                self.assertEqual((r.returncode, r.stdout, r.stderr),
+                                 (1, "", f"lock: timed out waiting for prefix '{self.prefix}'\n"))
+                self.assertGreaterEqual(elapsed, 0.3)
+                self.assertLess(elapsed, 0.3 + 2 * SLOW)
+                self.assertFalse(os.path.exists(self.path("ran")))
+                # Its node(s) deleted and its session closed before it exited.
+                self.assertEqual(self.ephemerals_below(), before)
+                self.assertEqual(self.new_sessions(), sessions)
+                self.assertEqual(len(self.zk.children(queue)), n)
+                self.empty(holders, n)
+
+    def test_sigterm_while_waiting_exits_1_and_leaves_nothing(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                holders, queue = self.fill(n)
+                before = self.ephemerals_below()
+                sessions = self.new_sessions()
+                waiter = self.start_lock("-n", str(n), self.prefix, "touch " + self.path("ran"))
+                self.wait_children(queue, n + 1, "the waiter to queue")
+                start = time.monotonic()
+                send(waiter, signal.SIGTERM)
+                code, out, err = self.finish(waiter)
+                self.assertLess(time.monotonic() - start, 2 * SLOW)
+                self.assertEqual((code, out, err),
+                                 (1, "", "lock: interrupted by SIGTERM while waiting for the lock\n"))
+                self.assertFalse(os.path.exists(self.path("ran")))
+                self.assertEqual(self.ephemerals_below(), before)
+                self.assertEqual(self.new_sessions(), sessions)
+                self.empty(holders, n)
+
+
+class QueueTest(ZooKeeperCase):
+    def test_waiters_are_served_in_arrival_order(self):
+        holder = self.hold(prefix=self.prefix)
+        order = self.path("order")
+        waiters = []
+        for k in range(4):
+            waiters.append(self.start_lock(self.prefix, f"echo {k} >> {order}"))
+            self.wait_children(self.node, k + 2, f"waiter {k} to queue")
+        self.release()
+        self.assert_succeeds(holder)
+        for w in waiters:
+            self.assert_succeeds(w)
+        self.assertEqual(read_file(order).split(), ["0", "1", "2", "3"])
+        self.assert_nothing_left()
+
+    def test_a_waiter_watches_only_the_node_ahead(self):
+        holder = self.hold(prefix=self.prefix)
+        first = self.start_lock(self.prefix, "touch " + self.path("first"))
+        self.wait_children(self.node, 2)
+        second = self.start_lock(self.prefix, "touch " + self.path("second"))
+        self.wait_children(self.node, 3)
+        # No herd: the second watches the first's node (and its own), not the holder's.
+        queue = sorted(self.ephemerals_below().items(), key=lambda item: item[1][1].czxid)
+        (held, _), (ahead, _), (last, (_, stat)) = queue
+        wait_for(lambda: self.watches_of(stat.ephemeralOwner) == {ahead, last}, 10,
+                 "the second waiter to watch the node ahead of it")
+        # When the first leaves, it moves up behind the holder, and gets in after it.
+        send(first, signal.SIGTERM)
+        self.assertEqual(self.finish(first)[0], 1)
+        wait_for(lambda: self.watches_of(stat.ephemeralOwner) == {held, last}, 10,
+                 "the second waiter to watch the holder's node")
+        self.assertIsNone(second.poll())
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(second)
+        self.assertEqual((os.path.exists(self.path("first")), os.path.exists(self.path("second"))),
+                         (False, True))
+        self.assert_nothing_left()
+
+    def test_semaphore_waiters_in_order_listed_and_one_leaving(self):
+        # The first waiter holds the internal mutex and has its lease node; the others queue on
+        # the internal mutex, and -status lists them all in that order.
+        locks, leases = self.node + "/locks", self.node + "/leases"
+        holders = [self.hold("-n", "2", prefix=self.prefix, gate=f"go{k}") for k in range(2)]
+        order = self.path("order")
+        waiters = []
+        for k in range(3):
+            waiters.append(self.start_lock("-n", "2", "-name", f"w{k}", self.prefix,
+                                           f"echo {k} >> {order}; while [ ! -e {self.path(f'wgo{k}')} ]; "
+                                           "do sleep 0.01; done"))
+            self.wait_children(locks, k + 1, f"waiter {k} to queue")
+        self.assertEqual(len(self.zk.children(leases)), 3)
+        got = json.loads(self.status("-json").stdout)
+        self.assertEqual([w["name"] for w in got["waiters"]], ["w0", "w1", "w2"])
+        send(waiters[1], signal.SIGTERM)
+        self.assertEqual(self.finish(waiters[1])[0], 1)
+        self.assertEqual(len(self.zk.children(locks)), 2)
+        for k, entered in ((0, "0"), (1, "2")):
+            self.release(f"go{k}")  # a slot frees: the next waiter in line takes it
+            self.assert_succeeds(holders[k])
+            self.wait_file("order", f"{entered}\n")
+        self.assertEqual(read_file(order).split(), ["0", "2"])
+        for k in (0, 2):
+            self.release(f"wgo{k}")
+            self.assert_succeeds(waiters[k])
+        self.assert_nothing_left()
+
+
+class LimitTest(ThreeSlots, ZooKeeperCase):
+    def test_limit_conflict_and_lock_semaphore_conflict(self):
+        holder = self.hold("-n", "2", prefix=self.prefix)
+        r = self.run_lock("-n", "3", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "lock: semaphore limit conflict (lock: 2, local: 3)\n")
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, "^lock: Existing key does not match lock use "
+                         rf"\({self.node}/(leases|locks) is a semaphore's\)\n$")
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(len(self.ephemerals_below()), 1)  # the refused left nothing
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left(timeout=0.5)
+
+        holder = self.hold(prefix=self.prefix, gate="release-lock")
+        r = self.run_lock("-n", "2", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, "^lock: Existing key does not match semaphore use "
+                         rf"\({self.node}/{LOCK_NODE} is a lock's\)\n$")
+        self.assertEqual(len(self.ephemerals_below()), 1)
+        self.release("release-lock")
+        self.assert_succeeds(holder)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left(timeout=0.5)
+
+    def test_three_slots_never_more(self):
+        contenders, rounds = 6, 6
+        log = self.path("log")
+        child = 'echo "enter $ID" >> "$LOG"; sleep 0.02; echo "exit $ID" >> "$LOG"'
+        procs = [subprocess.Popen(["/bin/sh", "-c", lock_loop(rounds, "-n", "3")], stdin=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(self.env, LOCK=LOCK, P=self.prefix, CHILD=child, LOG=log, ID=str(n)))
+                 for n in range(contenders)]
+        self.procs += procs
+        for n, p in enumerate(procs):
+            _, err = p.communicate(timeout=120 * SLOW)
+            self.assertEqual(p.returncode, 0, f"contender {n} failed: {err}")
+        self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
+        self.assertLessEqual(max_overlap(log), 3)
+        self.assert_nothing_left()
+
+
+class StatusTest(ZooKeeperCase):
+    def test_free_prefix_exits_3_and_creates_nothing(self):
+        root = self.zk.get("/")[1]
+        for args, out in (((), f"prefix '{self.prefix}': not held\n"), (("-json",), None)):
+            r = self.status(*args)
+            self.assertEqual((r.returncode, r.stderr), (3, ""))
+            if out is not None:
+                self.assertEqual(r.stdout, out)
+            else:
+                got = json.loads(r.stdout)
+                self.assertEqual((got["prefix"], got["backend"], got["held"], got["holders"], got["waiters"]),
+                                 (self.prefix, "zookeeper", False, [], []))
+        self.assertIsNone(self.zk.exists(self.node))
+        self.assertEqual(self.zk.get("/")[1].cversion, root.cversion)  # no node made under / since
+        self.assert_nothing_left(timeout=0.5)  # its session closed
+        # A prefix whose container parent is still there, emptied, is free too.
+        r = self.run_lock(self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        if self.zk.exists(self.node):
+            self.assertEqual(self.status().returncode, 3)
+
+    def test_lists_holder_and_waiters_with_their_records(self):
+        holder = self.hold("-name", "nightly backup", prefix=self.prefix)
+        waiter = self.start_lock("-name", "second", self.prefix, "true")
+        self.wait_children(self.node, 2, "the waiter to queue")
+        nodes = {json.loads(d)["pid"]: s for d, s in self.ephemerals_below().values()}
+        r = self.status()
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(r.stdout, f"prefix '{self.prefix}': held (lock)\n"
+                         f"  holder: pid {holder.pid} on {socket.gethostname()} since "
+                         f"{self.since(r.stdout, 0)}, name 'nightly backup', "
+                         f"fencing token {nodes[holder.pid].czxid}\n"
+                         f"  waiting: pid {waiter.pid} on {socket.gethostname()} since "
+                         f"{self.since(r.stdout, 1)}, name 'second'\n")
+        r = self.status("-json")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        got = json.loads(r.stdout)
+        self.assertEqual((got["prefix"], got["backend"], got["limit"], got["held"]),
+                         (self.prefix, "zookeeper", 1, True))
+        self.assertEqual([(h["pid"], h["name"], h["token"]) for h in got["holders"]],
+                         [(holder.pid, "nightly backup", nodes[holder.pid].czxid)])
+        self.assertEqual([(w["pid"], w["name"]) for w in got["waiters"]], [(waiter.pid, "second")])
+        self.assertEqual(len(self.zk.children(self.node)), 2)  # -status made nothing
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+        self.assert_nothing_left()
+        self.assertEqual(self.status().returncode, 3)
+
+    def test_semaphore_holders_and_waiter(self):
+        holders = [self.hold("-n", "2", prefix=self.prefix, gate=f"go{k}") for k in range(2)]
+        waiter = self.start_lock("-n", "2", "-name", "third", self.prefix, "true")
+        self.wait_children(self.node + "/leases", 3, "the third's lease node")
+        r = self.status("-json")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        got = json.loads(r.stdout)
+        self.assertEqual((got["limit"], got["held"]), (2, True))
+        self.assertEqual(sorted(h["pid"] for h in got["holders"]), sorted(h.pid for h in holders))
+        self.assertEqual([(w["pid"], w["name"]) for w in got["waiters"]], [(waiter.pid, "third")])
+        r = self.status()
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.startswith(f"prefix '{self.prefix}': held (semaphore, 2 of 2 slots "
+                                            "taken)\n"), r.stdout)
+        self.assertEqual([line.split()[0] for line in r.stdout.splitlines()[1:]],
+                         ["holder:", "holder:", "waiting:"])
+        for k, h in enumerate(holders):
+            self.release(f"go{k}")
+            self.assert_succeeds(h)
+        self.assert_succeeds(waiter)
+        self.assert_nothing_left()
+
+    def test_status_of_a_lock_beside_a_semaphores_empty_leftovers(self):
+        self.zk.create(self.node + "/leases", makepath=True)
+        self.addCleanup(self.zk.delete, self.node, recursive=True)
+        holder = self.hold(prefix=self.prefix)
+        self.assertEqual(len(self.ephemerals_below()), 1)
+        r = self.status("-json")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        got = json.loads(r.stdout)
+        self.assertEqual([h["pid"] for h in got["holders"]], [holder.pid])
+
+    @staticmethod
+    def since(text, index):
+        return re.findall(r"since (\S+Z)", text)[index]
+
+
+class UnreachableTest(ZooKeeperCase):
+    def test_a_closed_port_is_an_error_within_the_session_timeout(self):
+        start = time.monotonic()
+        r = self.run_lock("-endpoints", "127.0.0.1:1", "-session-ttl", "3s", "-kill-after", "1s",
+                          "-timeout", "1m", self.prefix, "touch " + self.path("ran"))
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "lock: ZooKeeper at 127.0.0.1:1: no server gave us a session "
+                         "(is ZooKeeper running there?)\n")
+        self.assertLess(elapsed, 3 + 1 * SLOW)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_a_shorter_timeout_bounds_the_wait(self):
+        start = time.monotonic()
+        r = self.run_lock("-endpoints", "127.0.0.1:1", "-timeout", "500ms", self.prefix,
+                          "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertGreaterEqual(time.monotonic() - start, 0.5)
+        self.assertLess(time.monotonic() - start, 0.5 + 1 * SLOW)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_a_timeout_while_connecting_is_always_said_as_the_timeout(self):
+        for _ in range(30):  # ends at the first wrong message
+            r = self.run_lock("-endpoints", "127.0.0.1:1", "-timeout", "5ms", self.prefix, "true")
+            self.assertEqual((r.returncode, r.stderr),
+                             (1, f"lock: timed out waiting for prefix '{self.prefix}'\n"))
+
+    def test_a_dead_endpoint_is_skipped(self):
+        r = self.run_lock("-endpoints", "127.0.0.1:1," + self.zk.connect_string, self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_status_of_an_unreachable_ensemble_is_an_error(self):
+        start = time.monotonic()
+        r = self.run_lock("-endpoints", "127.0.0.1:1", "-session-ttl", "2s", "-kill-after", "1s",
+                          "-status", self.prefix)
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^lock: ZooKeeper at 127\.0\.0\.1:1: .+\n$")
+        self.assertLess(time.monotonic() - start, 2 + 1 * SLOW)
+
+
+@unittest.skipIf(CURATOR_MISSING, CURATOR_MISSING)
+class CuratorInteropTest(ZooKeeperCase):
+    def curator(self, **kwargs):
+        holder = CuratorHolder(self.zk.connect_string, self.node, **kwargs).__enter__()
+        self.addCleanup(holder.__exit__, None, None, None)
+        return holder
+
+    def test_lock_waits_behind_interprocessmutex(self):
+        curator = self.curator().wait_acquired()
+        waiter = self.start_lock(self.prefix, "touch " + self.path("ran"))
+        names = self.wait_children(self.node, 2, "lock to queue behind Curator")
+        theirs = curator.node.rsplit("/", 1)[1]
+        ours, = set(names) - {theirs}
+        self.assertLess(theirs[-10:], ours[-10:])  # behind it in Curator's order
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertIsNone(waiter.poll())
+        self.assertEqual(curator.release(), 0)
+        self.assert_succeeds(waiter)
+        self.assertTrue(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+    def test_interprocessmutex_waits_behind_lock(self):
+        holder = self.hold(prefix=self.prefix)
+        curator = self.curator()
+        self.wait_children(self.node, 2, "Curator to queue behind lock")
+        self.assertFalse(curator.acquired())
+        self.release()
+        self.assert_succeeds(holder)
+        curator.wait_acquired()
+        self.assertRegex(curator.node, f"^{self.node}/{LOCK_NODE}$")
+        self.assertEqual(curator.release(), 0)
+        self.assert_nothing_left()
+
+    def test_lock_and_curator_rounds_never_overlap(self):
+        rounds = 6
+        log = self.path("log")
+        procs = []
+        for n in range(3):
+            procs.append(start_mutex(self.zk.connect_string, self.node, rounds, 5, log))
+            procs.append(subprocess.Popen(["/bin/sh", "-c", lock_loop(rounds)], stdin=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, text=True,
+                                          env=dict(self.env, LOCK=LOCK, P=self.prefix, CHILD=LOGGED,
+                                                   LOG=log, ID=f"lock-{n}")))
+        self.procs += procs
+        for p in procs:
+            _, err = p.communicate(timeout=120 * SLOW)
+            self.assertEqual((p.returncode, err), (0, ""), p.args)
+        lines = read_file(log).splitlines()
+        self.assertEqual(len(lines), 2 * 6 * rounds)
+        self.assertEqual(sum(line.startswith("enter curator-") for line in lines), 3 * rounds)
+        self.assertEqual(max_overlap(log), 1)
+        self.assert_nothing_left()
+
+    def test_semaphore_mixed_with_interprocesssemaphorev2_never_exceeds_3(self):
+        rounds = 5
+        log = self.path("log")
+        child = 'echo "enter $ID" >> "$LOG"; sleep 0.05; echo "exit $ID" >> "$LOG"'
+        procs = []
+        for n in range(3):
+            procs.append(start_semaphore(self.zk.connect_string, self.node, 3, rounds, 50, log))
+            procs.append(subprocess.Popen(["/bin/sh", "-c", lock_loop(rounds, "-n", "3")],
+                                          stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                          env=dict(self.env, LOCK=LOCK, P=self.prefix, CHILD=child,
+                                                   LOG=log, ID=f"lock-{n}")))
+        self.procs += procs
+        for p in procs:
+            _, err = p.communicate(timeout=120 * SLOW)
+            self.assertEqual((p.returncode, err), (0, ""), p.args)
+        self.assertEqual(len(read_file(log).splitlines()), 2 * 6 * rounds)
+        self.assertLessEqual(max_overlap(log), 3)  # that 3 do hold at once: the next test
+        self.assert_nothing_left()
+
+    def test_three_mixed_leases_hold_and_a_fourth_of_either_waits(self):
+        leases = self.node + "/leases"
+        locks = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(2)]
+        curators = [self.curator(leases=3).wait_acquired()]
+        self.assertRegex(curators[0].node, f"^{leases}/{LEASE_NODE}$")
+        # A fourth lock times out; a fourth Curator waits.
+        r = self.run_lock("-n", "3", "-timeout", "300ms", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual((r.returncode, r.stderr), (1, f"lock: timed out waiting for prefix '{self.prefix}'\n"))
+        self.assertFalse(os.path.exists(self.path("ran")))
+        curators.append(self.curator(leases=3))
+        self.wait_children(leases, 4, "the fourth Curator's lease node")
+        r = self.status("-json")
+        got = json.loads(r.stdout)
+        self.assertEqual((r.returncode, got["limit"], len(got["holders"]), len(got["waiters"])), (0, 3, 3, 1))
+        self.assertFalse(curators[1].acquired())
+        # A lock leaves: the waiting Curator gets its lease.
+        self.release("go0")
+        self.assert_succeeds(locks[0])
+        curators[1].wait_acquired()
+        # 1 lock + 2 Curators: a lock waits until a Curator leaves.
+        waiter = self.start_lock("-n", "3", self.prefix, "touch " + self.path("fourth"))
+        self.wait_children(leases, 4, "the waiting lock's lease node")
+        self.assertFalse(os.path.exists(self.path("fourth")))
+        self.assertEqual(curators[0].release(), 0)
+        self.assert_succeeds(waiter)
+        self.assertTrue(os.path.exists(self.path("fourth")))
+        self.release("go1")
+        self.assert_succeeds(locks[1])
+        self.assertEqual(curators[1].release(), 0)
+        self.assert_nothing_left()
+
+    def test_status_counts_curators_holders_and_waiters(self):
+        curator = self.curator().wait_acquired()
+        waiter = self.start_lock("-name", "behind curator", self.prefix, "true")
+        self.wait_children(self.node, 2)
+        other = self.curator()
+        self.wait_children(self.node, 3)
+        r = self.status("-json")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        got = json.loads(r.stdout)
+        self.assertEqual((got["limit"], got["held"], len(got["holders"]), len(got["waiters"])), (1, True, 1, 2))
+        self.assertEqual(got["holders"][0]["token"], self.zk.get(curator.node)[1].czxid)
+        self.assertEqual(got["waiters"][0]["pid"], waiter.pid)
+        self.assertEqual(got["waiters"][0]["name"], "behind curator")
+        r = self.status()
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(len(r.stdout.splitlines()), 4, r.stdout)
+        self.assertEqual(curator.release(), 0)
+        self.assert_succeeds(waiter)
+        other.wait_acquired()
+        self.assertEqual(other.release(), 0)
+        self.assert_nothing_left()
+
+    def test_status_of_a_curator_semaphore(self):
+        curators = [self.curator(leases=2).wait_acquired() for _ in range(2)]
+        r = self.status("-json")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        got = json.loads(r.stdout)
+        self.assertEqual((got["held"], len(got["holders"]), got["waiters"]), (True, 2, []))
+        self.assertEqual(sorted(h["token"] for h in got["holders"]),
+                         sorted(self.zk.get(c.node)[1].czxid for c in curators))
+        for c in curators:
+            self.assertEqual(c.release(), 0)
+        self.assert_nothing_left()
+
+    def test_status_of_a_curator_semaphore_with_one_lease_says_semaphore(self):
+        curator = self.curator(leases=3).wait_acquired()
+        r = self.status()
+        self.assertEqual(curator.release(), 0)
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout.splitlines()[0], r": held \(semaphore, ")
+
+
+class DeletionTest(ZooKeeperCase):
+    """Our node deleted by an operator (kazoo's delete): the child gets SIGTERM within a second."""
+
+    def child_logging_term(self):
+        return (f"trap 'date +%s.%N > {self.path('term')}; exit 0' TERM; "
+                f"echo $$ > {self.path('pid')}; while :; do sleep 0.01; done")
+
+    def delete_and_time_the_term(self, holder, node, session=None):
+        """Deletes `node` (once `session` watches it, if given); returns the seconds until the
+        child's SIGTERM and lock's stderr."""
+        if session is not None:
+            wait_for(lambda: session in self.watchers(node), 10, "lock to watch its node")
+        deleted = time.time()
+        self.zk.delete(node)
+        self.wait_file("term", "\n")
+        latency = float(read_file(self.path("term"))) - deleted
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        return latency, err
+
+    def assert_lost_by_deletion(self, err, node):
+        # (The shell may say "Terminated" of its sleep, which got the SIGTERM too.)
+        self.assertEqual([line for line in err.splitlines() if line != "Terminated"],
+                         [f"lock: lock lost: our node {node} was deleted; the child was stopped"])
+
+    def test_node_deleted_while_watched_stops_the_child_within_a_second(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                for name in ("pid", "term"):
+                    if os.path.exists(self.path(name)):
+                        os.unlink(self.path(name))
+                holder = self.start_lock("-n", str(n), "-kill-after", "1s", self.prefix,
+                                         self.child_logging_term())
+                self.wait_file("pid", "\n")
+                (node, (_, stat)), = self.ephemerals_below().items()
+                latency, err = self.delete_and_time_the_term(holder, node, stat.ephemeralOwner)
+                self.assertLess(latency, 1.0 * SLOW)
+                self.assert_lost_by_deletion(err, node)
+                self.assert_nothing_left(timeout=0.5)
+
+    def test_node_deleted_right_after_the_child_started_stops_it_within_a_second(self):
+        holder = self.start_lock("-session-ttl", "10s", "-kill-after", "1s", self.prefix,
+                                 self.child_logging_term())
+        self.wait_file("pid", "\n")
+        node, = self.ephemerals_below()
+        latency, err = self.delete_and_time_the_term(holder, node)
+        self.assertLess(latency, 1.0 * SLOW)
+        self.assert_lost_by_deletion(err, node)
+        self.assert_nothing_left(timeout=0.5)
+
+
+class LossTest(ZooKeeperCase):
+    """Ticks of 200 ms and sessions of at most 4 s: expiry is quick, and a lock asking for its
+    default 10 s gets 4 s. Every lock here passes a short -kill-after, which the default 5 s
+    would not fit in 4 s (see test_grant_smaller_than_asked...)."""
+
+    SERVER = {"tick_time": 200, "max_session_timeout": 4000}
+
+    def stubborn_child(self):
+        """A child that ignores SIGTERM (only SIGKILL ends it) and says its pid."""
+        return f"trap '' TERM; echo $$ > {self.path('pid')}; while :; do sleep 0.01; done"
+
+    def test_paused_server_child_dead_before_the_session_could_expire(self):
+        timeout, kill_after = 2.0, 0.5
+        holder = self.start_lock("-session-ttl", "2s", "-kill-after", "500ms", self.prefix,
+                                 self.stubborn_child())
+        pid = int(self.wait_file("pid", "\n"))
+        (node, (_, stat)), = self.ephemerals_below().items()
+        self.assertEqual([c["to"] for c in self.zk.connections() if c["sid"] == stat.ephemeralOwner], [2000])
+        paused = time.monotonic()
+        self.zk.pause()
+        try:
+            wait_for(lambda: not pid_alive(pid), timeout + 2, "the child to die")
+            dead = time.monotonic()
+        finally:
+            self.zk.resume()
+        # Every request answered was sent before the pause: the server could expire the session
+        # `timeout` after the pause at the earliest. The child ignored SIGTERM, so it died of the
+        # SIGKILL that comes -kill-after after the stop began, which was after the pause.
+        self.assertLess(dead - paused, timeout)
+        self.assertGreater(dead - paused, kill_after)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertRegex(err, r"lock: lock lost: the lease could not be renewed for .+; "
+                         r"the child was stopped\n")
+        self.assert_nothing_left(timeout=timeout + 2)
+        self.assertIsNone(self.zk.exists(node))
+
+    def test_grant_smaller_than_asked_the_deadline_follows_the_grant(self):
+        granted = 4.0
+        holder = self.start_lock("-verbose", "-kill-after", "500ms", self.prefix, self.stubborn_child())
+        pid = int(self.wait_file("pid", "\n"))
+        (node, (_, stat)), = self.ephemerals_below().items()
+        self.assertEqual([c["to"] for c in self.zk.connections() if c["sid"] == stat.ephemeralOwner], [4000])
+        paused = time.monotonic()
+        self.zk.pause()
+        try:
+            # Asked for 10 s, the stop would begin 8.5 s after the last answer; granted 4 s, 3.1 s.
+            wait_for(lambda: not pid_alive(pid), granted + 2, "the child to die")
+            dead = time.monotonic()
+        finally:
+            self.zk.resume()
+        self.assertLess(dead - paused, granted)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertIn(f"gave us session {stat.ephemeralOwner:x} with a timeout of 4000ms "
+                      "(10000ms asked for)", err)
+        self.assertIn("lease budget: TTL 4s;", err)
+        self.assertIn("lock: lock lost: the lease could not be renewed", err)
+        self.assert_nothing_left(timeout=granted + 2)
+
+        # The default -kill-after of 5 s does not fit in what the server grants: refused, naming
+        # both the grant and the request, before anything is made.
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^lock: ZooKeeper granted a session timeout of 4000ms "
+                         r"\(10000ms asked for\): -kill-after 5s does not fit in -session-ttl 4s.*\n$")
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left(timeout=0.5)
+        # The retry budget is planned on the grant too.
+        r = self.run_lock("-kill-after", "500ms", "-monitor-retry", "40", self.prefix, "true")
+        self.assertEqual((r.returncode, r.stderr),
+                         (0, "lock: -monitor-retry 40 does not fit in the 3.1s between a renewal and the "
+                          "child's stop (-session-ttl 4s less a 10% margin and -kill-after 500ms); "
+                          "30 retries, 100ms apart, do\n"))
+
+    def test_server_paused_at_release_exit_within_3s(self):
+        holder = self.hold("-kill-after", "500ms", prefix=self.prefix)
+        (node, (_, stat)), = self.ephemerals_below().items()
+        self.zk.pause()
+        try:
+            released = self.release()
+            code, _, err = self.finish(holder)
+            exited = time.monotonic()
+        finally:
+            self.zk.resume()
+        self.assertLess(exited - released, 3 + 0.5 * SLOW)
+        self.assertEqual(code, 0)
+        self.assertRegex(err, rf"^lock: ZooKeeper at {re.escape(self.zk.connect_string)}: "
+                         rf"delete {re.escape(node)}: .+; our node goes when ZooKeeper expires the "
+                         r"session, within 4000ms\n$")
+        # The delete it sent may yet be carried out; if not, the session expires.
+        self.assert_nothing_left(timeout=4 + 2)
+
+    def test_a_server_that_never_answers_is_an_error_within_the_session_timeout(self):
+        self.zk.pause()
+        try:
+            start = time.monotonic()
+            r = self.run_lock("-session-ttl", "2s", "-kill-after", "500ms", "-timeout", "1m", self.prefix,
+                              "touch " + self.path("ran"))
+            elapsed = time.monotonic() - start
+        finally:
+            self.zk.resume()
+        self.assertEqual((r.returncode, r.stderr),
+                         (1, f"lock: ZooKeeper at {self.zk.connect_string}: no server gave us a session "
+                          "(is ZooKeeper running there?)\n"))
+        self.assertLess(elapsed, 2 + 1 * SLOW)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+    def test_kill_9_of_lock_child_gone_at_once_node_with_the_session(self):
+        timeout = 2.0
+        holder = self.start_lock("-session-ttl", "2s", "-kill-after", "500ms", self.prefix,
+                                 f"sleep 1000 & echo $! > {self.path('grandchild')}; "
+                                 f"echo $$ > {self.path('pid')}; wait")
+        pids = [int(self.wait_file(name, "\n")) for name in ("pid", "grandchild")]
+        (node, (_, stat)), = self.ephemerals_below().items()
+        session = stat.ephemeralOwner
+        waiter = self.start_lock("-kill-after", "500ms", self.prefix, "touch " + self.path("next"))
+        self.wait_children(self.node, 2, "the next contender to queue")
+        killed = time.monotonic()
+        holder.kill()
+        self.assertEqual(self.finish(holder)[0], -signal.SIGKILL)
+        wait_for(lambda: not any(map(pid_alive, pids)), 1.0, "the child tree to die with lock")
+        # lock could not delete its node: it goes when the server expires the session.
+        self.assertFalse(os.path.exists(self.path("next")))
+        wait_for(lambda: self.zk.exists(node) is None, timeout + 3, "the session to expire")
+        gone = time.monotonic()
+        self.assertLess(gone - killed, timeout + 1.0 * SLOW)  # expiry: within a tick or two
+        self.assertNotIn(session, self.zk.sessions())
+        self.assert_succeeds(waiter)
+        self.assertTrue(os.path.exists(self.path("next")))
+        self.assert_nothing_left(timeout=0.5)
+
+    def test_a_one_second_pause_of_the_server_the_child_survives(self):
+        # Granted 4 s and -kill-after 500ms: the stop would begin 3.1 s after the last answer.
+        holder = self.hold("-kill-after", "500ms", prefix=self.prefix)
+        for gap in (1.0, 1.25):
+            self.zk.pause()
+            try:
+                time.sleep(1.0)  # the blip itself: its length is what is tested
+            finally:
+                self.zk.resume()
+            resumed = time.monotonic()
+            time.sleep(gap)  # healthy time between blips
+            self.assertIsNone(holder.poll(), "the hold ended after a blip")
+        # Past the instant the stop would have begun, had nothing been answered since the pause.
+        wait_for(lambda: holder.poll() is not None or time.monotonic() > resumed + 4.0, 10,
+                 "the session's timeout to pass")
+        self.assertIsNone(holder.poll(), "the hold ended after a blip")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+
+@unittest.skipIf(MISSING, MISSING)
+class EnsembleTest(LockTestCase):
+    def test_leader_killed_the_hold_survives(self):
+        with ZooKeeperEnsemble(tick_time=500) as ensemble:
+            env = dict(self.env, LOCK_BACKEND="zookeeper", ZOOKEEPER_ENDPOINTS=ensemble.connect_string)
+            timeout = 4.0
+            holder = self.start_lock("-session-ttl", "4s", "-kill-after", "1s", "p",
+                                     f"{self.env_to()}while [ ! -e {self.path('release')} ]; "
+                                     "do sleep 0.01; done", env=env)
+            text = self.wait_file("env", "CONSUL_LOCK_HELD=")
+            child_env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+            session, node = int(child_env["LOCK_SESSION"], 16), child_env["LOCK_KEY"]
+            self.assertEqual(ensemble.get(node)[1].ephemeralOwner, session)
+            leader = ensemble.leader()
+            served_by = [i for i, s in enumerate(ensemble.servers)
+                         if any(c["sid"] == session for c in ensemble.connections(s.port))]
+            killed = time.monotonic()
+            ensemble.kill(leader)
+            ensemble.wait_leader()
+            # The session moves to a server that lives, and the node stays ours.
+            survivors = [s for i, s in enumerate(ensemble.servers) if i != leader]
+            wait_for(lambda: any(c["sid"] == session for s in survivors for c in ensemble.connections(s.port)),
+                     timeout, f"the session (on server {served_by}, leader {leader}) to move")
+            # Past the instant by which the child would be dead, had no renewal been answered.
+            wait_for(lambda: holder.poll() is not None or time.monotonic() > killed + timeout, 10,
+                     "the session's timeout to pass")
+            self.assertIsNone(holder.poll(), f"the hold ended: {holder.poll()}")
+            self.assertEqual(ensemble.get(node)[1].ephemeralOwner, session)
+            self.release()
+            code, _, err = self.finish(holder)
+            self.assertEqual((code, err), (0, ""))
+            self.assertIsNone(ensemble.exists(node))
+
+    def env_to(self, name="env"):
+        return f"env > {self.path(name)}.tmp && mv {self.path(name)}.tmp {self.path(name)}; "
+
+
+if __name__ == "__main__":
+    unittest.main()
