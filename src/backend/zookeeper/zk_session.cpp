@@ -103,6 +103,10 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     throw Error("cannot use the ZooKeeper endpoints '" + printable(connect) +
                 "': " + (errno == EINVAL || errno == 0 ? std::string("not host:port[,host:port...][/chroot], or a host that does not resolve")
                                                        : std::strerror(errno)));
+  // The client resolves the host names again each time it polls its socket (a getaddrinfo and a
+  // netlink query per request); a lock run lives for one session, so only a lost connection
+  // needs a fresh resolution.
+  zoo_set_servers_resolution_delay(handle_, -1);
   // From here on the destructor's zookeeper_close must run, whatever the constructor throws.
   struct CloseOnThrow {
     ZkSession* s;
