@@ -166,11 +166,6 @@ void ZkSession::drain_events() const {
   (void)!read(events_.get(), &n, sizeof n);
 }
 
-bool ZkSession::expired() const {
-  std::lock_guard lock(mutex_);
-  return state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE;
-}
-
 void ZkSession::set_listener(Listener listener) {
   std::lock_guard lock(mutex_);
   listener_ = std::move(listener);

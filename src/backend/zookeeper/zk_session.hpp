@@ -54,7 +54,6 @@ class ZkSession {
   ZkSession(const ZkSession&) = delete;
   ZkSession& operator=(const ZkSession&) = delete;
 
-  const std::string& connect_string() const { return connect_; }
   // The session timeout the server granted, which every deadline follows.
   std::chrono::milliseconds negotiated_timeout() const { return negotiated_; }
   std::int64_t id() const { return id_; }
@@ -64,7 +63,6 @@ class ZkSession {
   // Readable after any watch or session event; the reader drains it and looks again.
   int events_fd() const { return events_.get(); }
   void drain_events() const;
-  bool expired() const;
   void set_listener(Listener listener);
 
   // Each returns once ZooKeeper answered, or throws: ZkError for an error code (but see the
