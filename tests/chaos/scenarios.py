@@ -631,18 +631,41 @@ def _remove_state_dir(run, v):
     os.rename(run.backend.dir, gone)
     # A holder in the old directory whose child starts only now is just as lost, and the watcher
     # may not have seen the start of one that began just before: the sections tell them by the
-    # slot file they hold (see contenders.py), each kept open here so that no new file can take
-    # its inode number before the check.
-    for root, _, files in os.walk(gone):
-        for name in files:
-            if name.startswith("slot."):
+    # slot file they hold (see contenders.py). Each file is opened before it is unlinked, and kept
+    # open so that no new file can take its inode number before the check; a run that had the old
+    # directory open may still create one in it, so the removal goes on until the directory is gone.
+    for _ in range(1000):
+        for root, dirs, files in os.walk(gone, topdown=False):
+            for name in files:
+                path = os.path.join(root, name)
+                if name.startswith("slot."):
+                    try:
+                        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                    except OSError:
+                        fd = None
+                    if fd is not None:
+                        st = os.fstat(fd)
+                        key = f"{st.st_dev}:{st.st_ino}"
+                        if key in run.lost_slots:
+                            os.close(fd)
+                        else:
+                            run.lost_slots[key] = (removed, fd)
                 try:
-                    fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW)
+                    os.unlink(path)
                 except OSError:
-                    continue
-                st = os.fstat(fd)
-                run.lost_slots[f"{st.st_dev}:{st.st_ino}"] = (removed, fd)
-    shutil.rmtree(gone, ignore_errors=True)
+                    pass
+            for name in dirs:
+                try:
+                    os.rmdir(os.path.join(root, name))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(gone)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            continue
     limit = 1.0 + 2.0 * SLOW
     if not wait_until(lambda: all(s.end is not None for s in holders), limit):
         run.problem(f"a holder's child still ran {limit:.1f}s after its state directory went")
