@@ -173,11 +173,15 @@ void ZkSession::set_listener(Listener listener) {
 
 std::string ZkSession::where() const { return "ZooKeeper at " + printable(connect_) + ": "; }
 
-std::shared_ptr<Reply> ZkSession::wait(std::shared_ptr<Reply> reply, int rc, const char* op,
-                                       const std::string& path, std::chrono::milliseconds timeout,
-                                       const Wake* wake) {
+template <class Send>
+std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
+                                       std::chrono::milliseconds timeout, const Wake* wake, Send send) {
+  auto reply = std::make_shared<Reply>();
+  auto* keep = hand_over(reply);
+  int rc = send(keep);
+  if (rc != ZOK) delete keep;  // not sent: the completion will never run
   std::string what = std::string(op) + " " + printable(path);
-  if (rc != ZOK) {  // not sent: the completion will never run
+  if (rc != ZOK) {
     if (rc == ZINVALIDSTATE) throw ZkError(where() + "our session " + state_name(ZOO_EXPIRED_SESSION_STATE), ZSESSIONEXPIRED);
     if (rc == ZBADARGUMENTS) throw ZkError(where() + "refused to " + what + ": not a valid node path", rc);
     throw ZkUnreachable(where() + "cannot " + what + ": " + zerror(rc));
@@ -201,18 +205,18 @@ std::shared_ptr<Reply> ZkSession::wait(std::shared_ptr<Reply> reply, int rc, con
   if (reply->rc == ZSESSIONEXPIRED || reply->rc == ZINVALIDSTATE)
     throw ZkError(where() + "our session expired", ZSESSIONEXPIRED);
   if (reply->rc == ZNOAUTH) throw ZkError(where() + "not allowed to " + what, reply->rc);
+  if (reply->rc != ZOK && reply->rc != ZNONODE)
+    throw ZkError(where() + "cannot " + what + ": " + zerror(reply->rc), reply->rc);
   return reply;
 }
 
 std::string ZkSession::create(const std::string& path, const std::string& data, int flags,
                               std::chrono::milliseconds timeout, Stat* stat, const Wake* wake) {
-  auto reply = std::make_shared<Reply>();
-  auto* keep = hand_over(reply);
-  int rc = zoo_acreate2(handle_, path.c_str(), data.data(), static_cast<int>(data.size()),
+  auto reply = call("create", path, timeout, wake, [&](void* keep) {
+    return zoo_acreate2(handle_, path.c_str(), data.data(), static_cast<int>(data.size()),
                         &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat, keep);
-  if (rc != ZOK) delete keep;
-  wait(reply, rc, "create", path, timeout, wake);
-  if (reply->rc != ZOK)
+  });
+  if (reply->rc == ZNONODE)
     throw ZkError(where() + "cannot create " + printable(path) + ": " + zerror(reply->rc), reply->rc);
   if (stat) *stat = reply->stat;
   return reply->value;
@@ -232,50 +236,37 @@ void ZkSession::create_parents(const std::string& path, std::chrono::millisecond
 
 std::optional<Stat> ZkSession::exists(const std::string& path, bool watch,
                                       std::chrono::milliseconds timeout, const Wake* wake) {
-  auto reply = std::make_shared<Reply>();
-  auto* keep = hand_over(reply);
-  int rc = zoo_aexists(handle_, path.c_str(), watch, on_stat, keep);
-  if (rc != ZOK) delete keep;
-  wait(reply, rc, "look up", path, timeout, wake);
+  auto reply = call("look up", path, timeout, wake, [&](void* keep) {
+    return zoo_aexists(handle_, path.c_str(), watch, on_stat, keep);
+  });
   if (reply->rc == ZNONODE) return std::nullopt;
-  if (reply->rc != ZOK) throw ZkError(where() + "cannot look up " + printable(path) + ": " + zerror(reply->rc), reply->rc);
   return reply->stat;
 }
 
 std::optional<ZkNode> ZkSession::get(const std::string& path, bool watch,
                                      std::chrono::milliseconds timeout, const Wake* wake) {
-  auto reply = std::make_shared<Reply>();
-  auto* keep = hand_over(reply);
-  int rc = zoo_aget(handle_, path.c_str(), watch, on_data, keep);
-  if (rc != ZOK) delete keep;
-  wait(reply, rc, "read", path, timeout, wake);
+  auto reply = call("read", path, timeout, wake, [&](void* keep) {
+    return zoo_aget(handle_, path.c_str(), watch, on_data, keep);
+  });
   if (reply->rc == ZNONODE) return std::nullopt;
-  if (reply->rc != ZOK) throw ZkError(where() + "cannot read " + printable(path) + ": " + zerror(reply->rc), reply->rc);
   return ZkNode{reply->value, reply->stat};
 }
 
 std::optional<std::vector<std::string>> ZkSession::children(const std::string& path, bool watch,
                                                             std::chrono::milliseconds timeout,
                                                             const Wake* wake) {
-  auto reply = std::make_shared<Reply>();
-  auto* keep = hand_over(reply);
-  int rc = zoo_aget_children2(handle_, path.c_str(), watch, on_strings, keep);
-  if (rc != ZOK) delete keep;
-  wait(reply, rc, "list", path, timeout, wake);
+  auto reply = call("list", path, timeout, wake, [&](void* keep) {
+    return zoo_aget_children2(handle_, path.c_str(), watch, on_strings, keep);
+  });
   if (reply->rc == ZNONODE) return std::nullopt;
-  if (reply->rc != ZOK) throw ZkError(where() + "cannot list " + printable(path) + ": " + zerror(reply->rc), reply->rc);
   return std::move(reply->names);
 }
 
 bool ZkSession::remove(const std::string& path, std::chrono::milliseconds timeout) {
-  auto reply = std::make_shared<Reply>();
-  auto* keep = hand_over(reply);
-  int rc = zoo_adelete(handle_, path.c_str(), -1, on_void, keep);
-  if (rc != ZOK) delete keep;
-  wait(reply, rc, "delete", path, timeout, nullptr);
-  if (reply->rc == ZNONODE) return false;
-  if (reply->rc != ZOK) throw ZkError(where() + "cannot delete " + printable(path) + ": " + zerror(reply->rc), reply->rc);
-  return true;
+  auto reply = call("delete", path, timeout, nullptr, [&](void* keep) {
+    return zoo_adelete(handle_, path.c_str(), -1, on_void, keep);
+  });
+  return reply->rc != ZNONODE;
 }
 
 }  // namespace lk

@@ -91,9 +91,11 @@ class ZkSession {
   struct Reply;  // what a completion hands back (zk_session.cpp)
 
  private:
-  std::shared_ptr<Reply> wait(std::shared_ptr<Reply> reply, int rc, const char* op,
-                              const std::string& path, std::chrono::milliseconds timeout,
-                              const Wake* wake);
+  // Sends one request (`send` gets the completion's data) and waits for the answer: ZOK or
+  // ZNONODE come back, every other answer is thrown as above.
+  template <class Send>
+  std::shared_ptr<Reply> call(const char* op, const std::string& path,
+                              std::chrono::milliseconds timeout, const Wake* wake, Send send);
   static void on_event(zhandle_t*, int type, int state, const char* path, void* context);
 
   std::string connect_;
