@@ -6,8 +6,9 @@
 #   bench/fuzz.sh                   # 10000000 executions per target
 #   bench/fuzz.sh 1000000
 #   bench/fuzz.sh 10000000 fuzz_duration fuzz_http_response   # only these targets
+#   FUZZ_SECONDS=900 bench/fuzz.sh        # each target until 10000000 or 15 minutes, what comes first
 #
-# Knobs (environment): FUZZ_BUILD_DIR (build-fuzz), FUZZ_CXX (clang++-14).
+# Knobs (environment): FUZZ_BUILD_DIR (build-fuzz), FUZZ_CXX (clang++-14), FUZZ_SECONDS (no limit).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,6 +50,7 @@ for t in "${targets[@]}"; do
   done
   args=(-runs="$execs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
         -artifact_prefix="$work/$t/crashes/")
+  if [[ -n ${FUZZ_SECONDS:-} ]]; then args+=(-max_total_time="$FUZZ_SECONDS"); fi
   if [[ -f $root/tests/fuzz/$t.dict ]]; then args+=(-dict="$root/tests/fuzz/$t.dict"); fi
   # One process per target, one after the other: exec/s stays comparable between targets and
   # runs, and a second core is left to whatever else the machine does.

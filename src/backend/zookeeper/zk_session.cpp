@@ -1,5 +1,7 @@
 #include "backend/zookeeper/zk_session.hpp"
 
+#include <algorithm>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 
@@ -198,8 +200,8 @@ std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
     if (until.passed()) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");
     auto left = until.left(timeout);
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
-    for (std::size_t i = 1; i < fds.size(); ++i)
-      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
+    bool woken = std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& p) { return p.revents & POLLIN; });
+    if (wake && woken && !wake->keep_going()) throw ZkCancelled("cancelled");
   }
   if (unanswered(reply->rc)) throw ZkUnreachable(where() + what + ": " + zerror(reply->rc));
   if (reply->rc == ZSESSIONEXPIRED || reply->rc == ZINVALIDSTATE)
