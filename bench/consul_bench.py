@@ -83,8 +83,9 @@ class Bench:
             time.sleep(0.01)
 
     def requests(self, tool, n):
-        """Requests per acquisition: (median, breakdown of the median run, command)."""
-        counts, breakdowns, shown = [], [], None
+        """Requests per acquisition: (median, breakdown and connections of the median run,
+        command)."""
+        counts, breakdowns, connections, shown = [], [], [], None
         for _ in range(self.runs):
             argv = self.argv(tool, n, self.prefix(f"requests-n{n}"), ["/bin/true"])
             shown = self.shown(argv)
@@ -98,8 +99,10 @@ class Bench:
             self.wait_no_sessions()
             counts.append(len(seen))
             breakdowns.append(collections.Counter(kind(q) for q in seen))
+            connections.append(len({q["connection"] for q in seen}))
         median = statistics.median_low(counts)
-        return median, breakdowns[counts.index(median)], shown
+        at = counts.index(median)
+        return median, breakdowns[at], connections[at], shown
 
     def loss(self, tool, n):
         """Milliseconds from session destroy to SIGTERM in the child: (list, command)."""
@@ -174,12 +177,13 @@ def main():
         bench = Bench(os.path.abspath(a.lock), consul, a.runs)
         print(f"== Consul double at {consul.http_addr} (ADDR below); {a.runs} runs per line")
         if a.measure in ("requests", "all"):
-            print("\n== API requests per acquisition, uncontended (the double's request counter; "
-                  "median run)")
+            print("\n== API requests and TCP connections per acquisition, uncontended (the double's "
+                  "request log; median run; the peer opens a connection per request, where Go's "
+                  "client keeps them alive)")
             for n in limits:
                 for tool in tools:
-                    median, breakdown, shown = bench.requests(tool, n)
-                    print(f"   -n {n}  {names[tool]:27} {median:3d} requests")
+                    median, breakdown, connections, shown = bench.requests(tool, n)
+                    print(f"   -n {n}  {names[tool]:27} {median:3d} requests on {connections} connection(s)")
                     for what, count in sorted(breakdown.items()):
                         print(f"            {count:3d}  {what}")
                     print(f"          measured:  {shown}")

@@ -5,15 +5,19 @@ Both tools are started the same way (posix_spawn, stdio on /dev/null, then wait4
 run by run, against the same server, each on a prefix of its own.
 """
 import argparse
+import collections
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 from etcd_server import EtcdServer  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
 
 DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
            (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
@@ -53,6 +57,29 @@ def contended(argv, env, contenders, rounds):
     os.close(go_w)  # everyone starts now
     ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
     return contenders * rounds / (time.perf_counter() - t0), ok
+
+
+def grpc_calls(url):
+    """etcd's count of the calls it started, by method: the JSON gateway's requests become the
+    same gRPC calls as etcdctl's, so both tools are counted alike."""
+    with urllib.request.urlopen(url + "/metrics") as r:
+        text = r.read().decode()
+    calls = collections.Counter()
+    for m in re.finditer(r'^grpc_server_started_total\{grpc_method="(\w+)"[^}]*\} (\d+)$', text, re.M):
+        calls[m.group(1)] += int(m.group(2))
+    return calls
+
+
+def round_trips(etcd, argv, env):
+    """The calls and TCP connections of one run, made through a proxy that counts connections."""
+    host, port = etcd.url.split("//")[1].rsplit(":", 1)
+    with FaultProxy(host, int(port)) as proxy:
+        before = grpc_calls(etcd.url)
+        code = run(argv, dict(env, ETCDCTL_ENDPOINTS=proxy.url))[1]
+        if code != 0:
+            sys.exit(f"{' '.join(argv)} failed (exit {code}) through the proxy")
+        calls = grpc_calls(etcd.url) - before
+        return calls, proxy.connections()
 
 
 def main():
@@ -104,6 +131,13 @@ def main():
             print(f"   {name:14} {statistics.median(rates[name]):7.1f}/s   "
                   f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
         print(f"   lock/etcdctl: {statistics.median(rates['lock']) / statistics.median(rates['etcdctl lock']):.1f}x")
+
+        print("\n== Round trips of one uncontended run: calls etcd started (its own counters), "
+              "TCP connections")
+        for name, argv in tools.items():
+            calls, connections = round_trips(etcd, argv, env)
+            listed = ", ".join(f"{m} {n}" if n > 1 else m for m, n in sorted(calls.items()))
+            print(f"   {name:14} {sum(calls.values())} calls on {connections} connection(s): {listed}")
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

@@ -8,6 +8,7 @@ that usually live in a long-running process, so their in-process cost per acquir
 connecting is shown too; lock pays a process and a session per acquisition by design.
 """
 import argparse
+import collections
 import os
 import statistics
 import subprocess
@@ -18,6 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from etcd_bench import contended, peak_rss_mb, run  # noqa: E402
 import curator_peer  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
+from zk_frames import RequestLog  # noqa: E402
 from zookeeper_server import ZooKeeperServer  # noqa: E402
 
 KAZOO = ["/usr/bin/python3", os.path.join(HERE, "kazoo_lock.py")]
@@ -30,6 +33,20 @@ def in_process_ms(argv_for_rounds, rounds):
     if code != 0:
         sys.exit(f"failed: {' '.join(argv_for_rounds(rounds + 1))}")
     return (many - one) / rounds
+
+
+def round_trips(zk, argv_for, env):
+    """The requests (pings left out) and TCP connections of one run, through a proxy that
+    reads them off the wire; argv_for(connect_string) is the command."""
+    log = RequestLog()
+    host, port = zk.connect_string.rsplit(":", 1)
+    with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
+        argv = argv_for(proxy.address)
+        code = run(argv, dict(env, ZOOKEEPER_ENDPOINTS=proxy.address))[1]
+        if code != 0:
+            sys.exit(f"{' '.join(argv)} failed (exit {code}) through the proxy")
+        seen = [(c, op) for c, op in log.requests() if op != "ping"]
+    return collections.Counter(op for _, op in seen), len({c for c, _ in seen})
 
 
 def main():
@@ -72,6 +89,15 @@ def main():
         for peer in ("kazoo Lock", "Curator"):
             print(f"   lock is {statistics.median(wall[peer]) / statistics.median(wall['lock']):.1f}x faster "
                   f"than {peer} and uses {rss['lock'] / rss[peer]:.2f}x its memory")
+
+        print("\n== Round trips of one run as above (the server reaps emptied parents, so each run "
+              "makes them again): requests, connect included and pings left out; TCP connections")
+        for name, argv_for in (("lock", lambda _: tools["lock"]),
+                               ("kazoo Lock", lambda at: [*KAZOO, at, "/bench/kazoo", "1", "/bin/true"]),
+                               ("Curator", lambda at: curator_peer.command(at, "mutex", "/bench/curator", 1, 0, "/dev/null"))):
+            ops, connections = round_trips(zk, argv_for, env)
+            listed = ", ".join(f"{op} {n}" if n > 1 else op for op, n in sorted(ops.items()))
+            print(f"   {name:12} {sum(ops.values())} requests on {connections} connection(s): {listed}")
 
         rounds = 200
         kazoo_in = in_process_ms(lambda n: [*KAZOO, cs, "/bench/kazoo-in", str(n)], rounds)

@@ -35,6 +35,7 @@ from etcd_server import EtcdServer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fixture import ConsulDouble  # noqa: E402
 from harness import LOCK, SLOW  # noqa: E402
+from zk_frames import UpstreamFrames, zk_created_path  # noqa: E402
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # noqa: E402
 
 # Failures of lock already known and reported: (backend, fault or None for all, n or None for
@@ -334,82 +335,6 @@ class EtcdBackend:
         if not poller.proofs:
             return None
         return _as_of_end(lambda until: poller.bound(until) or -1.0, v.section.end)
-
-
-class UpstreamFrames:
-    """When a ZooKeeper server can first have read each complete request of the victim's client:
-    fed by the fault proxy with the bytes it hands the server (FaultProxy's on_upstream), it splits
-    each connection's stream into ZooKeeper's frames (a 4-byte big-endian length, then the body;
-    the connect request too) and keeps the instant each one's last byte went out. The server
-    touches a session on every request it reads (pings, the keeper's lookups, a reconnection's
-    connect request), and not before that instant. on_frame, when set, is called with the
-    connection and the first PEEK bytes of each frame's body once it went out, from the proxy's
-    thread of that connection (so it can act before anything more passes there)."""
-
-    PEEK = 512
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        # connection -> [header bytes read so far, body bytes still due, the body's first bytes]
-        self._partial = {}
-        self.times = []
-        self.on_frame = None
-
-    def feed(self, connection, data, when):
-        done = []
-        with self._lock:
-            head, due, body = self._partial.get(connection, (b"", 0, b""))
-            view = memoryview(data)
-            while view:
-                if due:
-                    take = min(due, len(view))
-                    if len(body) < self.PEEK:
-                        body += bytes(view[:min(take, self.PEEK - len(body))])
-                    due -= take
-                    view = view[take:]
-                    if due == 0:
-                        self.times.append(when)
-                        done.append(body)
-                        body = b""
-                    continue
-                need = 4 - len(head)
-                head += bytes(view[:need])
-                view = view[need:]
-                if len(head) == 4:
-                    due = int.from_bytes(head, "big")
-                    head = b""
-                    if due == 0:  # an empty frame: complete with its header (or not ZooKeeper)
-                        self.times.append(when)
-                        done.append(b"")
-            self._partial[connection] = (head, due, body)
-            hook = self.on_frame
-        if hook is not None:
-            for body in done:
-                hook(connection, body)
-
-    def clear(self):
-        with self._lock:
-            self._partial.clear()
-            self.times = []
-
-    def sent(self):
-        with self._lock:
-            return list(self.times)
-
-
-# ZooKeeper's request types (jute's OpCode) that create a node; the request's path follows the
-# request header (xid, type), as a 4-byte length and its bytes.
-ZK_CREATES = {1: "create", 15: "create2", 19: "createContainer", 21: "createTTL"}
-
-
-def zk_created_path(body):
-    """The path a request body (after its length) asks to create, or None for other requests."""
-    if len(body) < 12 or int.from_bytes(body[4:8], "big", signed=True) not in ZK_CREATES:
-        return None
-    size = int.from_bytes(body[8:12], "big", signed=True)
-    if size < 0 or len(body) < 12 + size:
-        return None
-    return body[12:12 + size].decode(errors="replace")
 
 
 class ZooKeeperBackend:

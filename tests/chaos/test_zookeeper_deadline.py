@@ -8,8 +8,10 @@ import sys
 import types
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scenarios import UpstreamFrames, ZooKeeperBackend, faults_for, zk_created_path  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "e2e")]
+from scenarios import ZooKeeperBackend, faults_for  # noqa: E402
+from zk_frames import UpstreamFrames, zk_created_path  # noqa: E402
 
 
 def frame(body):

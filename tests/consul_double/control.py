@@ -14,9 +14,10 @@ API port is the only one that misbehaves.
     POST   /fault/heal             end every fault now (a partition as it would end itself)
     POST   /wait/up                {"timeout"}; answers {"up"} once the API is up or at timeout
     POST   /ttl/pause, /ttl/resume
-    GET    /requests               {"count", "requests": [{seq, at, listener, method, path,
-                                                           query, headers}]}
-                                   (at: time.monotonic() when it arrived)
+    GET    /requests               {"count", "requests": [{seq, at, listener, connection,
+                                                           method, path, query, headers}]}
+                                   (at: time.monotonic() when it arrived; connection: a number,
+                                   the same for the requests of one connection)
     DELETE /requests               forget them
 """
 

@@ -320,8 +320,8 @@ class ConsulDouble:
 
     def requests(self):
         """Every API request seen: seq, at (time.monotonic() on arrival, comparable with the
-        test's own), listener, method, path and query (raw, as sent) and headers (names in lower
-        case)."""
+        test's own), listener, connection (a number shared by one connection's requests), method,
+        path and query (raw, as sent) and headers (names in lower case)."""
         return self.control("GET", "/requests")["requests"]
 
     def request_count(self):

@@ -4,6 +4,7 @@ answers, partitions, dropped connections, a restart that keeps the state, canned
 withheld replies to chosen requests, and blocking queries that do not block)."""
 
 import email.utils
+import itertools
 import os
 import socket
 import ssl
@@ -23,9 +24,13 @@ def _timer(seconds, action):
 
 
 class Connection:
+    _numbers = itertools.count(1)
+
     def __init__(self, sock):
         self.sock = sock
         self.dropped = False
+        # Which requests came over the same connection (a client that keeps one alive).
+        self.number = next(Connection._numbers)
 
     def drop(self):
         """Ends the connection under the peer's feet, with no answer to whatever it asked.
@@ -263,11 +268,12 @@ class Double:
 
     # ---- observation -------------------------------------------------------------------------
 
-    def record(self, listener, method, raw_path, raw_query, headers):
+    def record(self, listener, connection, method, raw_path, raw_query, headers):
         with self._lock:
             self._seq += 1
             self._requests.append({
-                "seq": self._seq, "at": time.monotonic(), "listener": listener, "method": method,
+                "seq": self._seq, "at": time.monotonic(), "listener": listener,
+                "connection": connection, "method": method,
                 "path": raw_path, "query": raw_query,
                 "headers": {k.lower(): v for k, v in headers.items()}})
 
@@ -388,7 +394,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         ctx, double = self.server, self.server.double
         body = self._read_body()
         raw_path, _, raw_query = self.path.partition("?")
-        double.record(ctx.listener.kind, self.command, raw_path, raw_query, self.headers)
+        double.record(ctx.listener.kind, ctx.conn.number, self.command, raw_path, raw_query, self.headers)
         if double.faults.held_by_partition(ctx.conn):
             return self._drop()
         rule = double.faults.take_rule(self.command, raw_path, raw_query)

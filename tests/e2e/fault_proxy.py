@@ -135,6 +135,26 @@ class _HttpRequests:
                 return pos  # no trailers from the clients we serve
 
 
+class HttpRequestLog:
+    """An on_upstream for HTTP servers: the requests the server was handed, in order, each as
+    (connection, "METHOD /path"), the connection being the proxy's number for it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._streams = collections.defaultdict(_HttpRequests)
+        self._seen = []
+
+    def __call__(self, connection, data, when):
+        with self._lock:
+            for line in self._streams[connection].feed(data):
+                method, target = line.split(" ")[:2]
+                self._seen.append((connection, f"{method} {target.partition('?')[0]}"))
+
+    def requests(self):
+        with self._lock:
+            return list(self._seen)
+
+
 class _Connection(threading.Thread):
     """One accepted client: forwarded to the target, or answered, in one select loop."""
 

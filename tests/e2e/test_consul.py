@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.parse
 
 from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, max_overlap, pid_alive, read_file,
                      wait_for)
@@ -652,6 +653,54 @@ class ConsulLossTest(ConsulTestCase):
         # The session has expired by now or lock destroyed it once the partition ended.
         wait_for(lambda: not self.new_sessions(), 15, "the session to be gone")
 
+
+class ConsulRoundTripTest(ConsulTestCase):
+    """Requests and connections per acquisition and release, as the double saw them, so that
+    they cannot grow unnoticed. The child stays until the session's monitor waits in its blocking
+    query, so that every request of a hold is counted. Go's api.Lock and api.Semaphore under
+    `consul lock` (consul_peer.py) make as many: they ask the agent for its node name
+    (/v1/agent/self) where lock reads the holders again after its acquisition."""
+
+    def round_trips(self, *flags):
+        """The requests of one hold as "METHOD path query-names" (sorted), the prefix and our
+        session ID left out, and how many connections they came over."""
+        self.consul.clear_requests()
+        holder = self.hold(*flags, prefix=self.prefix)
+        wait_for(lambda: any("index=" in q["query"] for q in self.consul.requests()),
+                 what="the monitor's blocking query")
+        self.release()
+        self.assert_succeeds(holder)
+        seen = self.consul.requests()
+        self.assertEqual(self.new_sessions(), set())
+
+        def name(q):
+            path = re.sub("[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "<session>", q["path"])
+            path = path.replace(f"/{self.prefix}/", "/").replace(f"/{self.prefix}", "/")
+            query = "&".join(sorted(k for k, _ in urllib.parse.parse_qsl(q["query"], keep_blank_values=True)))
+            return f'{q["method"]} {path} {query}'.rstrip()
+        return sorted(map(name, seen)), len({q["connection"] for q in seen})
+
+    def test_lock(self):
+        names, connections = self.round_trips()
+        self.assertEqual(names, sorted([
+            "PUT /v1/session/create",
+            "GET /v1/kv/.lock", "PUT /v1/kv/.lock acquire&flags",
+            "GET /v1/kv/.lock consistent",  # the holder is really us
+            "GET /v1/kv/.lock consistent", "GET /v1/kv/.lock consistent&index&wait",  # the monitor
+            "PUT /v1/kv/.lock flags&release", "PUT /v1/session/destroy/<session>",
+            "GET /v1/kv/.lock", "DELETE /v1/kv/.lock cas"]))
+        self.assertEqual(connections, 4)  # session, acquisition, monitor, release
+
+    def test_semaphore(self):
+        names, connections = self.round_trips("-n", "3")
+        self.assertEqual(names, sorted([
+            "PUT /v1/session/create", "PUT /v1/kv/<session> acquire&flags",
+            "GET /v1/kv/ recurse", "PUT /v1/kv/.lock cas&flags",
+            "GET /v1/kv/ consistent&recurse",  # our slot is really counted
+            "GET /v1/kv/ consistent&recurse", "GET /v1/kv/ consistent&index&recurse&wait",  # the monitor
+            "GET /v1/kv/ recurse", "PUT /v1/kv/.lock cas&flags", "DELETE /v1/kv/<session>",
+            "GET /v1/kv/ recurse", "DELETE /v1/kv/.lock cas", "PUT /v1/session/destroy/<session>"]))
+        self.assertEqual(connections, 4)
 
 ACL = {
     "tokens": {

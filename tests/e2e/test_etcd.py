@@ -11,6 +11,7 @@ import time
 import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase
+from fault_proxy import FaultProxy, HttpRequestLog
 from harness import LOCK, SLOW, ThreeSlots, max_overlap, pid_alive, read_file, wait_for
 from notify_socket import NotifiesWhileWaiting
 
@@ -256,6 +257,43 @@ class EtcdLossTest(EtcdTestCase):
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double"))
 from fixture import make_test_pki  # noqa: E402
+
+
+class EtcdRoundTripTest(EtcdTestCase):
+    """Requests and connections per acquisition and release, counted by a proxy in front of etcd,
+    so that they cannot grow unnoticed. The child stays until the hold watches its own key, so
+    that every request of a hold is counted; the lease's renewals, which depend on time alone,
+    are not."""
+
+    def round_trips(self, *flags):
+        log = HttpRequestLog()
+        host, port = self.etcd.url.split("//")[1].rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log) as proxy:
+            holder = self.hold("-endpoints", proxy.url, *flags, prefix=self.prefix)
+            wait_for(lambda: ("POST /v3/watch" in (r for _, r in log.requests())),
+                     what="the hold's watch on its key")
+            self.release()
+            self.assert_succeeds(holder)
+        self.assert_nothing_left()
+        seen = [(c, r) for c, r in log.requests() if r != "POST /v3/lease/keepalive"]
+        return sorted(r for _, r in seen), len({c for c, _ in seen})
+
+    def test_lock(self):
+        requests, connections = self.round_trips()
+        self.assertEqual(requests, sorted([
+            "POST /v3/lease/grant", "POST /v3/kv/txn",
+            "POST /v3/kv/range",  # are we first?
+            "POST /v3/kv/range", "POST /v3/watch",  # the hold's watch on its key
+            "POST /v3/lease/revoke"]))
+        self.assertEqual(connections, 3)  # the lease's, the queue's, the watch's
+
+    def test_semaphore(self):
+        requests, connections = self.round_trips("-n", "3")
+        self.assertEqual(requests, sorted([
+            "POST /v3/lease/grant", "POST /v3/kv/txn", "POST /v3/kv/range",
+            "POST /v3/kv/put",  # tells the waiter behind us that we hold
+            "POST /v3/kv/range", "POST /v3/watch", "POST /v3/lease/revoke"]))
+        self.assertEqual(connections, 3)
 
 
 class EtcdTlsTest(EtcdTestCase):

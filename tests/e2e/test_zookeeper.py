@@ -18,6 +18,8 @@ import unittest
 from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
 from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, max_overlap, pid_alive, read_file, send,
                      signal, wait_for)
+from fault_proxy import FaultProxy
+from zk_frames import RequestLog
 from zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer, four_letter, missing as zookeeper_missing
 
 MISSING = zookeeper_missing()
@@ -393,6 +395,42 @@ class LimitTest(ThreeSlots, ZooKeeperCase):
         self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
         self.assertLessEqual(max_overlap(log), 3)
         self.assert_nothing_left()
+
+
+class RoundTripTest(ZooKeeperCase):
+    """Requests and connections per acquisition and release on a new prefix, counted by a proxy
+    in front of the server, so that they cannot grow unnoticed. Pings, which depend on time
+    alone, are not counted. Each create of our node is tried once before its parents exist
+    (Curator's creatingParentContainersIfNeeded does the same) and each parent is made from the
+    root down."""
+
+    def round_trips(self, *flags):
+        log = RequestLog()
+        host, port = self.zk.connect_string.rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
+            r = self.run_lock("-endpoints", proxy.address, *flags, self.prefix, "true")
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assert_nothing_left()
+        seen = [(c, op) for c, op in log.requests() if op != "ping"]
+        return [op for _, op in seen], len({c for c, _ in seen})
+
+    def test_mutex(self):
+        ops, connections = self.round_trips()
+        self.assertEqual(ops, ["connect", "create2", "createContainer", "create2",
+                               "exists",  # the watch on our node
+                               "getChildren2", "delete", "closeSession"])
+        self.assertEqual(connections, 1)
+
+    def test_semaphore(self):
+        ops, connections = self.round_trips("-n", "3")
+        self.assertEqual(ops, [
+            "connect",
+            "create2", "createContainer", "createContainer", "create2", "exists", "getChildren2",  # locks
+            "getChildren2",  # no lock of -n 1 under the prefix
+            "create2", "createContainer", "createContainer", "create2", "exists", "getChildren2",  # leases
+            "delete",  # the internal mutex, before the child starts
+            "delete", "closeSession"])
+        self.assertEqual(connections, 1)
 
 
 class StatusTest(ZooKeeperCase):
