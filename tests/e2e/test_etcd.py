@@ -283,18 +283,17 @@ class EtcdRoundTripTest(EtcdTestCase):
         self.assertEqual(requests, sorted([
             "POST /v3/lease/grant", "POST /v3/kv/txn",
             "POST /v3/kv/range",  # are we first?
-            "POST /v3/kv/range", "POST /v3/watch",  # the hold's watch on its key
+            "POST /v3/watch",  # the hold's watch on its key, from that read on
             "POST /v3/lease/revoke"]))
-        self.assertEqual(connections, 3)  # the lease's, the queue's, the watch's
+        self.assertEqual(connections, 2)  # the run's, and the watch's
 
     def test_semaphore(self):
         requests, connections = self.round_trips("-n", "3")
         self.assertEqual(requests, sorted([
             "POST /v3/lease/grant", "POST /v3/kv/txn", "POST /v3/kv/range",
             "POST /v3/kv/put",  # tells the waiter behind us that we hold
-            "POST /v3/kv/range", "POST /v3/watch", "POST /v3/lease/revoke"]))
-        self.assertEqual(connections, 3)
-
+            "POST /v3/watch", "POST /v3/lease/revoke"]))
+        self.assertEqual(connections, 2)
 
 class EtcdTlsTest(EtcdTestCase):
     """etcd that requires TLS with client certificates from a CA made here."""

@@ -66,10 +66,13 @@ enum class Turn {
 };
 
 // One look at the queue: we hold, or we wait on one watch until something that may let us in
-// happens, the stream ends, or `wait` says stop.
-Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait) {
+// happens, the stream ends, or `wait` says stop. `read_at` is set to the revision the queue was
+// read at.
+Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait,
+               std::int64_t& read_at) {
   Wake wake = wait.wake();
   Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+  read_at = q.revision;
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
       q.contenders.back().create_revision != me.create_revision)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
@@ -145,7 +148,7 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   // -timeout bounds the whole wait, the requests before it included.
   auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
   auto lease = std::make_unique<EtcdLease>(config_.client, timing, budget());
-  EtcdClient client(config_.client);
+  EtcdClient& client = lease->client();
 
   HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
@@ -176,11 +179,12 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
     std::chrono::milliseconds pause;
     try {
       auto opened = Clock::now();
-      Turn turn = wait_turn(client, spec, me, wait);
+      std::int64_t read_at = 0;
+      Turn turn = wait_turn(client, spec, me, wait, read_at);
       if (turn == Turn::held) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
         if (spec.limit > 1) client.call("put", "/v3/kv/put", kv, std::chrono::seconds(5), decode_header);
-        return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix);
+        return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix, read_at);
       }
       // A watch that lasted: look again at once. News that came at once: look again at once,
       // the first time; a server that has news each time at once, or ends each watch at once,

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include <utility>
+
 #include "backend/etcd/backoff.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
@@ -12,14 +14,14 @@ namespace lk {
 using nlohmann::json;
 
 EtcdHold::EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, Contender me,
-                   std::string prefix)
+                   std::string prefix, std::int64_t held_at)
     : config_(config),
       lease_(std::move(lease)),
       me_(std::move(me)),
       prefix_(std::move(prefix)),
       stop_watch_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   if (!stop_watch_) throw sys_error("eventfd");
-  watcher_ = std::thread([this] { watch_own_key(); });
+  watcher_ = std::thread([this, held_at] { watch_own_key(held_at); });
 }
 
 EtcdHold::~EtcdHold() {
@@ -47,12 +49,12 @@ void EtcdHold::release() {
   lease_->revoke(budget);
 }
 
-// Runs until told to stop. Each (re)connection first reads our key outside the stream: it must
-// still be the one we created (same create revision); the watch then starts just after that
-// read, so no deletion can fall between two streams. A stream that ends soon after it opened
-// made no progress, and the next one waits on a backoff: a server that closes streams at once
-// must not make us spin.
-void EtcdHold::watch_own_key() {
+// Runs until told to stop. The first stream starts just after `held_at`, the read that showed us
+// holding; each later one first reads our key outside the stream: it must still be the one we
+// created (same create revision), and the watch starts just after that read. So no deletion can
+// fall between two streams. A stream that ends soon after it opened made no progress, and the
+// next one waits on a backoff: a server that closes streams at once must not make us spin.
+void EtcdHold::watch_own_key(std::int64_t held_at) {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
   auto stopping = [&] {
@@ -64,13 +66,17 @@ void EtcdHold::watch_own_key() {
   while (!stopping()) {
     auto opened = Clock::now();
     try {
-      RangeReply r = client.call(
-          "range", "/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}},
-          std::chrono::seconds(5), [&](std::string_view body) { return decode_range(body, me_.key); },
-          &wake);
-      if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision)
-        return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
-      json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(r.revision + 1)}};
+      std::int64_t seen_at = std::exchange(held_at, 0);
+      if (!seen_at) {
+        RangeReply r = client.call(
+            "range", "/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}},
+            std::chrono::seconds(5), [&](std::string_view body) { return decode_range(body, me_.key); },
+            &wake);
+        if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision)
+          return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
+        seen_at = r.revision;
+      }
+      json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(seen_at + 1)}};
       client.watch(request, [&](const WatchMessage& m) {
         if (m.canceled && m.compact_revision == 0)
           throw EtcdError(client.where("watch") + "etcd ended it: " +

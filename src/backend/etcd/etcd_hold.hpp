@@ -14,8 +14,9 @@ namespace lk {
 
 class EtcdHold : public LeasedHold {
  public:
+  // `held_at`: a revision at which our key was seen, ours, holding.
   EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, Contender me,
-           std::string prefix);
+           std::string prefix, std::int64_t held_at);
   ~EtcdHold() override;
 
   EnvVars child_env() const override;
@@ -23,7 +24,7 @@ class EtcdHold : public LeasedHold {
 
  private:
   LeaseKeeper& keeper() const override { return lease_->keeper(); }
-  void watch_own_key();
+  void watch_own_key(std::int64_t held_at);
   void stop_watch();
 
   EtcdConfig config_;

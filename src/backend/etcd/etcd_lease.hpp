@@ -24,13 +24,16 @@ class EtcdLease {
 
   std::int64_t id() const { return id_; }
   LeaseKeeper& keeper() { return *keeper_; }
+  // The connection the lease was granted on, and will be revoked on: the owner's thread makes
+  // its own requests between the two on it too, so that a run needs no second connection.
+  EtcdClient& client() { return client_; }
   // Stops renewing and revokes, which deletes every key attached to the lease in the same write.
   // Tries until `budget` passes (5xx answers and dropped connections are retried); when it could
   // not, says once on stderr that the lease will expire by itself.
   void revoke(Deadline budget);
 
  private:
-  EtcdClient client_;  // for grant and revoke, from the owner's thread
+  EtcdClient client_;  // the owner's thread's; the keeper has one of its own
   std::int64_t id_ = 0;
   std::chrono::seconds ttl_;
   UniqueFd stopping_;  // an eventfd: readable once renewals must stop, so one in flight ends at once
