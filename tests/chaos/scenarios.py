@@ -567,8 +567,8 @@ def _remove_state_dir(run, v):
                     try:
                         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
                     except OSError:
-                        fd = None
-                    if fd is not None:
+                        pass
+                    else:
                         st = os.fstat(fd)
                         key = f"{st.st_dev}:{st.st_ino}"
                         if key in run.lost_slots:

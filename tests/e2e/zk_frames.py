@@ -83,7 +83,8 @@ def zk_op(body):
 
 class RequestLog(UpstreamFrames):
     """The requests a client handed the server, in order, as (connection, name): zk_op's names,
-    and "connect" for a connection's first frame. Use its feed as the proxy's on_upstream."""
+    and "connect" for a connection's first frame. Pings are left out: they depend on time alone,
+    not on what the client does. Use its feed as the proxy's on_upstream."""
 
     def __init__(self):
         super().__init__()
@@ -96,7 +97,9 @@ class RequestLog(UpstreamFrames):
         with self._named:
             first = connection not in self._connections
             self._connections.add(connection)
-            self._requests.append((connection, "connect" if first else zk_op(body)))
+            name = "connect" if first else zk_op(body)
+            if name != "ping":
+                self._requests.append((connection, name))
 
     def requests(self):
         with self._named:

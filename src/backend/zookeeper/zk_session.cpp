@@ -181,9 +181,9 @@ std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
   auto reply = std::make_shared<Reply>();
   auto* keep = hand_over(reply);
   int rc = send(keep);
-  if (rc != ZOK) delete keep;  // not sent: the completion will never run
   std::string what = std::string(op) + " " + printable(path);
   if (rc != ZOK) {
+    delete keep;  // not sent: the completion will never run
     if (rc == ZINVALIDSTATE) throw ZkError(where() + "our session " + state_name(ZOO_EXPIRED_SESSION_STATE), ZSESSIONEXPIRED);
     if (rc == ZBADARGUMENTS) throw ZkError(where() + "refused to " + what + ": not a valid node path", rc);
     throw ZkUnreachable(where() + "cannot " + what + ": " + zerror(rc));
