@@ -189,18 +189,18 @@ class FakeEtcd:
         return reply(404, "404 page not found\n")
 
     def txn(self, request):
-        # Only the shape lock sends: put if absent, then read the key back.
+        # Only the shape lock sends: put if absent, then in both branches a read of the queue.
         key = unb64(request["compare"][0]["key"])
         succeeded = key not in self.kvs
+        branch = request["success" if succeeded else "failure"]
         responses = []
         if succeeded:
-            put = request["success"][0]["request_put"]
+            put = branch[0]["request_put"]
             self.revision += 1
             self.kvs[key] = {"value": unb64(put.get("value")), "create_revision": self.revision,
                              "mod_revision": self.revision, "lease": int(put.get("lease", 0))}
             responses.append({"response_put": {"header": {"revision": str(self.revision)}}})
-        responses.append({"response_range": {"header": {"revision": str(self.revision)},
-                                             "kvs": [self.kv_json(key)], "count": "1"}})
+        responses.append({"response_range": self.range(branch[-1]["request_range"])})
         out = {"header": self.header(), "responses": responses}
         if succeeded:
             out["succeeded"] = True

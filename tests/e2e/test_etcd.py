@@ -281,8 +281,8 @@ class EtcdRoundTripTest(EtcdTestCase):
     def test_lock(self):
         requests, connections = self.round_trips()
         self.assertEqual(requests, sorted([
-            "POST /v3/lease/grant", "POST /v3/kv/txn",
-            "POST /v3/kv/range",  # are we first?
+            "POST /v3/lease/grant",
+            "POST /v3/kv/txn",  # queues, and reads the queue: are we first?
             "POST /v3/watch",  # the hold's watch on its key, from that read on
             "POST /v3/lease/revoke"]))
         self.assertEqual(connections, 2)  # the run's, and the watch's
@@ -290,7 +290,7 @@ class EtcdRoundTripTest(EtcdTestCase):
     def test_semaphore(self):
         requests, connections = self.round_trips("-n", "3")
         self.assertEqual(requests, sorted([
-            "POST /v3/lease/grant", "POST /v3/kv/txn", "POST /v3/kv/range",
+            "POST /v3/lease/grant", "POST /v3/kv/txn",
             "POST /v3/kv/put",  # tells the waiter behind us that we hold
             "POST /v3/watch", "POST /v3/lease/revoke"]))
         self.assertEqual(connections, 2)

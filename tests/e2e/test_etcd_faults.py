@@ -114,40 +114,47 @@ class MalformedReplyTest(FakeEtcdCase):
         self.assertEqual(self.fake.live_leases(), set())  # our lease was revoked all the same
 
     def test_malformed_replies_start_nothing(self):
+        # Our key is the last of the queue the transaction reads: p/1 is ahead of it.
         def other_lease(body):
-            body["responses"][-1]["response_range"]["kvs"][0]["lease"] = "7"
+            body["responses"][-1]["response_range"]["kvs"][-1]["lease"] = "7"
 
         def other_key(body):
-            body["responses"][-1]["response_range"]["kvs"][0]["key"] = "cC8x"  # p/1
+            body["responses"][-1]["response_range"]["kvs"][-1]["key"] = "cC8y"  # p/2
 
         def revision_zero(body):
             body["header"]["revision"] = "0"
+
+        def txn_reversed(body):
+            body["responses"][-1]["response_range"]["kvs"].reverse()
 
         def reversed_order(body):
             body["kvs"].reverse()
 
         def grant(**fields):
-            return lambda request, default: reply(200, {"header": {"revision": "1"}, **fields})
+            return {"/v3/lease/grant": lambda request, default: reply(200, {"header": {"revision": "1"}, **fields})}
 
+        # A watch that ends at once, so that the queue is read again.
+        rereads = {"/v3/watch": lambda request, default: reply(200, stream=lambda write: None),
+                   "/v3/kv/range": edited(reversed_order)}
         cases = [
-            ("/v3/lease/grant", grant(ID="-5", TTL="10"), "lease grant", r"ID is negative \(-5\)"),
-            ("/v3/lease/grant", grant(ID="5", TTL="0"), "lease grant", "TTL missing or 0"),
-            ("/v3/lease/grant", grant(ID="99999999999999999999", TTL="10"), "lease grant",
-             "ID is not a whole number"),
-            ("/v3/lease/grant", lambda request, default: reply(200, "<html>"), "lease grant", "not JSON"),
-            ("/v3/kv/txn", edited(other_lease), "txn",
-             r"our key is attached to lease 7, not ours \([0-9a-f]+\)"),
-            ("/v3/kv/txn", edited(other_key), "txn", "the key read is p/1, not ours"),
-            ("/v3/kv/txn", edited(revision_zero), "txn", "revision missing or 0"),
-            ("/v3/kv/range", edited(reversed_order), "range", "keys out of create-revision order"),
-            ("/v3/watch", lambda request, default: reply(200, stream=lambda write: write(b"garbage\n")),
+            (grant(ID="-5", TTL="10"), "lease grant", r"ID is negative \(-5\)"),
+            (grant(ID="5", TTL="0"), "lease grant", "TTL missing or 0"),
+            (grant(ID="99999999999999999999", TTL="10"), "lease grant", "ID is not a whole number"),
+            ({"/v3/lease/grant": lambda request, default: reply(200, "<html>")}, "lease grant", "not JSON"),
+            ({"/v3/kv/txn": edited(other_lease)}, "txn", r"our key is attached to lease 7, not ours \([0-9a-f]+\)"),
+            ({"/v3/kv/txn": edited(other_key)}, "txn", "our key is not in the queue read"),
+            ({"/v3/kv/txn": edited(revision_zero)}, "txn", "revision missing or 0"),
+            ({"/v3/kv/txn": edited(txn_reversed)}, "txn", "keys out of create-revision order"),
+            (rereads, "range", "keys out of create-revision order"),
+            ({"/v3/watch": lambda request, default: reply(200, stream=lambda write: write(b"garbage\n"))},
              "watch", "not JSON"),
         ]
-        for path, answer, op, detail in cases:
+        for overrides, op, detail in cases:
             with self.subTest(op=op, detail=detail):
                 self.fresh_fake()
-                self.fake.put_key("p/1")  # a holder ahead, so that the queue is read
-                self.fake.override(path, answer)
+                self.fake.put_key("p/1")  # a holder ahead, so that the waiter watches
+                for path, answer in overrides.items():
+                    self.fake.override(path, answer)
                 r = self.run_lock("-timeout", "10s", "p", "touch " + self.ran)
                 self.assert_refused(r, op, r"malformed reply \(" + detail + r"\)")
                 self.assertEqual(self.fake.live_leases(), set())

@@ -11,7 +11,7 @@
 //   h decode_header(body)
 //   g decode_lease_grant(body)
 //   a decode_keepalive(body, lease) lease: decimal above 0
-//   q decode_queue_txn(body, key, lease)
+//   q decode_queue_txn(body, key, lease, queue_from, queue_end)
 //   r decode_range(body, key, range_end)
 //   w decode_watch_message(body)
 //   A decode_auth_token(body)
@@ -198,19 +198,38 @@ void keepalive(std::string_view body, std::int64_t lease) {
   }
 }
 
-void queue_txn(std::string_view body, const std::string& key, std::int64_t lease) {
-  lk::QueuedKey q;
-  if (!accepted([&] { q = lk::decode_queue_txn(body, key, lease); })) return;
-  FUZZ_CHECK(q.revision > 0);
-  FUZZ_CHECK(q.create_revision > 0 && q.create_revision <= q.revision);
-  FUZZ_CHECK(!q.created || q.create_revision == q.revision);
-}
-
 // etcd orders keys as unsigned bytes.
 bool bytes_less(std::string_view a, std::string_view b) {
   return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
     return static_cast<unsigned char>(x) < static_cast<unsigned char>(y);
   });
+}
+
+// etcd's range: [key, range_end); "\0" as range_end means every key from key on, and none
+// means `key` alone.
+bool asked(std::string_view got, const std::string& key, const std::string& range_end) {
+  if (range_end.empty()) return got == key;
+  return !bytes_less(got, key) && (range_end == std::string(1, '\0') || bytes_less(got, range_end));
+}
+
+void queue_txn(std::string_view body, const std::string& key, std::int64_t lease, const std::string& from,
+               const std::string& end) {
+  lk::QueuedKey q;
+  if (!accepted([&] { q = lk::decode_queue_txn(body, key, lease, from, end); })) return;
+  FUZZ_CHECK(q.queue.revision > 0);
+  FUZZ_CHECK(q.create_revision > 0 && q.create_revision <= q.queue.revision);
+  FUZZ_CHECK(!q.created || q.create_revision == q.queue.revision);
+  int ours = 0;
+  for (std::size_t i = 0; i < q.queue.kvs.size(); ++i) {
+    const lk::KeyValue& kv = q.queue.kvs[i];
+    FUZZ_CHECK(i == 0 || kv.create_revision > q.queue.kvs[i - 1].create_revision);
+    FUZZ_CHECK_MSG(asked(kv.key, from, end), fuzz::shown(kv.key));
+    if (kv.key == key) {
+      ++ours;
+      FUZZ_CHECK(kv.lease == lease && kv.create_revision == q.create_revision);
+    }
+  }
+  FUZZ_CHECK(ours == 1);
 }
 
 void range(std::string_view body, const std::string& key, const std::string& range_end) {
@@ -219,12 +238,7 @@ void range(std::string_view body, const std::string& key, const std::string& ran
   FUZZ_CHECK(r.revision > 0);
   for (const lk::KeyValue& kv : r.kvs) {
     FUZZ_CHECK(kv.create_revision > 0 && kv.create_revision <= r.revision);
-    // etcd's range: [key, range_end); "\0" as range_end means every key from key on.
-    if (range_end.empty())
-      FUZZ_CHECK_MSG(kv.key == key, fuzz::shown(kv.key));
-    else
-      FUZZ_CHECK_MSG(!bytes_less(kv.key, key) && (range_end == std::string(1, '\0') || bytes_less(kv.key, range_end)),
-                     fuzz::shown(kv.key));
+    FUZZ_CHECK_MSG(asked(kv.key, key, range_end), fuzz::shown(kv.key));
   }
 }
 
@@ -287,7 +301,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 'h': header(body); break;
     case 'g': lease_grant(body); break;
     case 'a': keepalive(body, lease_arg(args[0])); break;
-    case 'q': queue_txn(body, args[0], lease_arg(args[1])); break;
+    case 'q':
+      args.resize(4);
+      queue_txn(body, args[0], lease_arg(args[1]), args[2], args[3]);
+      break;
     case 'r': range(body, args[0], args[1]); break;
     case 'w': watch(body); break;
     case 'A': auth_token(body); break;

@@ -33,9 +33,10 @@ json kv(const std::string& key, std::int64_t create_revision, std::int64_t lease
 
 json header(std::int64_t revision) { return {{"revision", std::to_string(revision)}}; }
 
-std::string txn(bool succeeded, std::int64_t revision, json read_kv) {
+// The queueing transaction's reply: the put when it `succeeded`, then the read of the queue.
+std::string txn(bool succeeded, std::int64_t revision, json queue) {
   json reply = {{"header", header(revision)}};
-  json read = {{"response_range", {{"header", header(revision)}, {"kvs", json::array({read_kv})}}}};
+  json read = {{"response_range", {{"header", header(revision)}, {"kvs", queue}}}};
   if (succeeded) {
     reply["succeeded"] = true;
     reply["responses"] = {{{"response_put", {{"header", header(revision)}}}}, read};
@@ -44,6 +45,8 @@ std::string txn(bool succeeded, std::int64_t revision, json read_kv) {
   }
   return reply.dump();
 }
+
+QueuedKey queued(const std::string& body) { return decode_queue_txn(body, kKey, kLease, "jobs/a/", "jobs/a0"); }
 
 }  // namespace
 
@@ -113,34 +116,36 @@ TEST_CASE("keepalive: a TTL above 0 is alive, none means etcd no longer has the 
   CHECK(failed.error->message == "etcdserver: no leader");
 }
 
-TEST_CASE("queueing transaction: our key, our lease, a real create revision, or no acquisition") {
-  QueuedKey q = decode_queue_txn(txn(true, 9, kv(kKey, 9)), kKey, kLease);
-  CHECK((q.created && q.create_revision == 9 && q.revision == 9));
-  q = decode_queue_txn(txn(false, 12, kv(kKey, 9)), kKey, kLease);  // a retried put found our key
-  CHECK((!q.created && q.create_revision == 9 && q.revision == 12));
+TEST_CASE("queueing transaction: our key, our lease, a real create revision, in a queue in order, or no acquisition") {
+  QueuedKey q = queued(txn(true, 9, {kv("jobs/a/1", 4), kv(kKey, 9)}));
+  CHECK((q.created && q.create_revision == 9 && q.queue.revision == 9));
+  REQUIRE(q.queue.kvs.size() == 2);
+  CHECK((q.queue.kvs[0].key == "jobs/a/1" && q.queue.kvs[0].create_revision == 4));
+  q = queued(txn(false, 12, {kv(kKey, 9), kv("jobs/a/2", 11)}));  // a retried put found our key
+  CHECK((!q.created && q.create_revision == 9 && q.queue.revision == 12 && q.queue.kvs.size() == 2));
 
   // succeeded: true is not enough.
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, 0)), kKey, kLease); }) == "create_revision missing or 0");
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, -2)), kKey, kLease); }) == "create_revision is negative");
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv("jobs/a/1", 9)), kKey, kLease); }) ==
-        "the key read is jobs/a/1, not ours");
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, 9, 0)), kKey, kLease); }) ==
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, 0)})); }) == "create_revision missing or 0");
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, -2)})); }) == "create_revision is negative");
+  CHECK(error_of([] { queued(txn(true, 9, {kv("jobs/a/1", 9)})); }) == "our key is not in the queue read");
+  CHECK(error_of([] { queued(txn(true, 9, {kv("jobs/b/1", 3), kv(kKey, 9)})); }) ==
+        "it names key jobs/b/1, which was not asked for");
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, 9), kv("jobs/a/1", 4)})); }) == "keys out of create-revision order");
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, 5), kv(kKey, 9)})); }) == "our key is in the queue read twice");
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, 9, 0)})); }) ==
         "our key is attached to lease 0, not ours (694d7c3e5a1b2c0d)");
-  CHECK(error_of([] { decode_queue_txn(txn(true, 9, kv(kKey, 8)), kKey, kLease); }) ==
-        "create_revision 8 is not the revision 9 of our put");
-  CHECK(error_of([] { decode_queue_txn(txn(false, 9, kv(kKey, 10)), kKey, kLease); }) ==
-        "create_revision 10 is past the store's revision 9");
-  CHECK(error_of([] { decode_queue_txn(R"({"header":{"revision":"9"},"succeeded":true})", kKey, kLease); }) ==
+  CHECK(error_of([] { queued(txn(true, 9, {kv(kKey, 8)})); }) == "create_revision 8 is not the revision 9 of our put");
+  CHECK(error_of([] { queued(txn(false, 9, {kv(kKey, 10)})); }) == "create_revision 10 is past the store's revision 9");
+  CHECK(error_of([] { queued(R"({"header":{"revision":"9"},"succeeded":true})"); }) ==
         "0 responses where 2 were asked for");
-  CHECK(error_of([] { decode_queue_txn(R"({"succeeded":true,"responses":[]})", kKey, kLease); }) == "revision missing or 0");
-  CHECK(error_of([] { decode_queue_txn(R"({"header":{"revision":"9"},"succeeded":"yes"})", kKey, kLease); }) ==
-        "succeeded is not true or false");
-  json no_kvs = json::parse(txn(true, 9, kv(kKey, 9)));
+  CHECK(error_of([] { queued(R"({"succeeded":true,"responses":[]})"); }) == "revision missing or 0");
+  CHECK(error_of([] { queued(R"({"header":{"revision":"9"},"succeeded":"yes"})"); }) == "succeeded is not true or false");
+  json no_kvs = json::parse(txn(true, 9, {kv(kKey, 9)}));
   no_kvs["responses"][1]["response_range"].erase("kvs");
-  CHECK(error_of([&] { decode_queue_txn(no_kvs.dump(), kKey, kLease); }) == "0 keys where our one key was read");
-  json not_base64 = json::parse(txn(true, 9, kv(kKey, 9)));
+  CHECK(error_of([&] { queued(no_kvs.dump()); }) == "our key is not in the queue read");
+  json not_base64 = json::parse(txn(true, 9, {kv(kKey, 9)}));
   not_base64["responses"][1]["response_range"]["kvs"][0]["key"] = "%%%";
-  CHECK(error_of([&] { decode_queue_txn(not_base64.dump(), kKey, kLease); }) == "key is not base64");
+  CHECK(error_of([&] { queued(not_base64.dump()); }) == "key is not base64");
 }
 
 TEST_CASE("range: every key within what was asked, each with a revision no later than the read") {

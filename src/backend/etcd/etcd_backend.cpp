@@ -20,29 +20,42 @@ struct Queue {
   std::int64_t revision = 0;          // the store's revision when it was read
 };
 
-// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
-Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
-                 bool with_values, const Wake* wake = nullptr) {
-  std::string from = prefix + "/", to = prefix_end(from);
-  json request = {{"key", base64_encode(from)},
-                  {"range_end", base64_encode(to)},
-                  {"sort_order", "ASCEND"},
-                  {"sort_target", "CREATE"},
-                  {"keys_only", !with_values}};
-  if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
-  RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
-                                 [&](std::string_view body) { return decode_range(body, from, to); }, wake);
+// The queue request: everything under "<prefix>/", oldest first.
+json queue_range(const std::string& prefix, bool with_values) {
+  std::string from = prefix + "/";
+  return {{"key", base64_encode(from)},
+          {"range_end", base64_encode(prefix_end(from))},
+          {"sort_order", "ASCEND"},
+          {"sort_target", "CREATE"},
+          {"keys_only", !with_values}};
+}
+
+// The contenders of `reply` (keys in create-revision order), up to `max_revision` when not 0.
+Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t max_revision) {
   Queue q;
   q.revision = reply.revision;
   for (const KeyValue& kv : reply.kvs) {
-    // Who holds is read off this order: a reply out of it must not count.
-    if (!q.contenders.empty() && kv.create_revision <= q.contenders.back().create_revision)
-      throw client.malformed("range", MalformedReply("keys out of create-revision order"));
-    if (max_revision && kv.create_revision > max_revision)
-      throw client.malformed("range", MalformedReply("a key created after the revision asked for"));
+    if (max_revision && kv.create_revision > max_revision) break;
     if (auto c = parse_contender(prefix, kv)) q.contenders.push_back(std::move(*c));
   }
   return q;
+}
+
+// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
+Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
+                 bool with_values, const Wake* wake = nullptr) {
+  json request = queue_range(prefix, with_values);
+  if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
+  std::string from = prefix + "/", to = prefix_end(from);
+  RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
+                                 [&](std::string_view body) {
+                                   RangeReply r = decode_range(body, from, to);
+                                   check_create_order(r.kvs);
+                                   if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
+                                     throw MalformedReply("a key created after the revision asked for");
+                                   return r;
+                                 }, wake);
+  return queue_of(prefix, reply, max_revision);
 }
 
 HolderRecord record_of(const std::string& prefix, const Contender& c) {
@@ -66,12 +79,13 @@ enum class Turn {
 };
 
 // One look at the queue: we hold, or we wait on one watch until something that may let us in
-// happens, the stream ends, or `wait` says stop. `read_at` is set to the revision the queue was
-// read at.
+// happens, the stream ends, or `wait` says stop. The queue is `known` when it was just read
+// (and is then used up), else read afresh; `read_at` is set to the revision it was read at.
 Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait,
-               std::int64_t& read_at) {
+               std::optional<Queue>& known, std::int64_t& read_at) {
   Wake wake = wait.wake();
-  Queue q = read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+  Queue q = known ? std::move(*known) : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+  known.reset();
   read_at = q.revision;
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
       q.contenders.back().create_revision != me.create_revision)
@@ -153,24 +167,27 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
                config_.lease.value.value_or(record.to_json())};
-  // As etcd's mutex does: put only if absent, else read. A put that timed out may still have
-  // been applied; its retry then finds our key and its revision instead of queueing twice. Both
-  // branches read the key back, so that the reply shows it is ours: our lease, a real revision.
+  // As etcd's mutex does: put only if absent, and read the queue in the same transaction. A put
+  // that timed out may still have been applied; its retry then finds our key and its revision
+  // instead of queueing twice. Either way the queue read must hold our key on our lease: it
+  // shows the key is ours, with a real revision.
   json kv = {{"key", base64_encode(me.key)},
              {"value", base64_encode(me.value)},
              {"lease", std::to_string(lease->id())}};
-  json read = {{"request_range", {{"key", kv["key"]}}}};
+  json read = {{"request_range", queue_range(spec.prefix, verbose_enabled())}};
   json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
                             {"result", "EQUAL"}}}},
               {"success", {{{"request_put", kv}}, read}},
               {"failure", {read}}};
   std::int64_t lease_id = lease->id();
+  std::string from = spec.prefix + "/", to = prefix_end(from);
   QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, budget(), [&](std::string_view body) {
-    return decode_queue_txn(body, me.key, lease_id);
+    return decode_queue_txn(body, me.key, lease_id, from, to);
   });
   me.create_revision = queued.create_revision;
   verbose("queued as {} (revision {})", me.key, me.create_revision);
   interrupt.queued();
+  std::optional<Queue> known = queue_of(spec.prefix, queued.queue, me.create_revision);
 
   LeaseWait wait(deadline, interrupt, lease->keeper());
   Backoff backoff;
@@ -180,7 +197,7 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
     try {
       auto opened = Clock::now();
       std::int64_t read_at = 0;
-      Turn turn = wait_turn(client, spec, me, wait, read_at);
+      Turn turn = wait_turn(client, spec, me, wait, known, read_at);
       if (turn == Turn::held) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
         if (spec.limit > 1) client.call("put", "/v3/kv/put", kv, std::chrono::seconds(5), decode_header);

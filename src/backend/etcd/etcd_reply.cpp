@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "util/base64.hpp"
@@ -168,13 +169,43 @@ KeepAlive decode_keepalive(std::string_view body, std::int64_t lease) {
   return out;
 }
 
-QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease) {
+namespace {
+
+// The keys of a range reply (`range`, at the store's `revision`), each checked against what was
+// asked: see decode_range.
+std::vector<KeyValue> keys_in(const json& range, std::int64_t revision, const std::string& key,
+                              const std::string& range_end) {
+  std::vector<KeyValue> out;
+  for (const json& item : array_at(range, "kvs")) {
+    KeyValue kv = etcd_kv(item);
+    bool inside = range_end.empty() ? kv.key == key
+                                    : kv.key >= key && (range_end == std::string(1, '\0') || kv.key < range_end);
+    if (!inside) throw MalformedReply("it names key " + printable(kv.key) + ", which was not asked for");
+    if (kv.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
+    if (kv.create_revision > revision)
+      throw MalformedReply(fmt::format("create_revision {} is past the store's revision {}",
+                                       kv.create_revision, revision));
+    out.push_back(std::move(kv));
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_create_order(const std::vector<KeyValue>& kvs) {
+  for (std::size_t i = 1; i < kvs.size(); ++i)
+    if (kvs[i].create_revision <= kvs[i - 1].create_revision)
+      throw MalformedReply("keys out of create-revision order");
+}
+
+QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease,
+                           const std::string& queue_from, const std::string& queue_end) {
   json reply = parse_object(body);
   QueuedKey out;
-  out.revision = header_revision(reply);
+  out.queue.revision = header_revision(reply);
   out.created = bool_at(reply, "succeeded");
   const json& responses = array_at(reply, "responses");
-  // Both branches end with the read of our key; the success branch starts with the put.
+  // Both branches end with the read of the queue; the success branch starts with the put.
   if (responses.size() != (out.created ? 2u : 1u))
     throw MalformedReply(fmt::format("{} responses where {} were asked for", responses.size(),
                                      out.created ? 2 : 1));
@@ -183,21 +214,19 @@ QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::i
   if (!responses.back().is_object()) throw MalformedReply("the read's response is not an object");
   auto range = responses.back().find("response_range");
   if (range == responses.back().end() || !range->is_object()) throw MalformedReply("the read's response missing");
-  const json& kvs = array_at(*range, "kvs");
-  if (kvs.size() != 1) throw MalformedReply(fmt::format("{} keys where our one key was read", kvs.size()));
-  KeyValue kv = etcd_kv(kvs[0]);
-  if (kv.key != key) throw MalformedReply("the key read is " + printable(kv.key) + ", not ours");
-  out.create_revision = kv.create_revision;
-  if (out.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
-  if (kv.lease != lease)
-    throw MalformedReply(fmt::format("our key is attached to lease {}, not ours ({})", hex(kv.lease), hex(lease)));
-  if (out.create_revision > out.revision)
-    throw MalformedReply(fmt::format("create_revision {} is past the store's revision {}",
-                                     out.create_revision, out.revision));
+  out.queue.kvs = keys_in(*range, out.queue.revision, queue_from, queue_end);
+  check_create_order(out.queue.kvs);
+  auto ours = [&](const KeyValue& kv) { return kv.key == key; };
+  auto mine = std::find_if(out.queue.kvs.begin(), out.queue.kvs.end(), ours);
+  if (mine == out.queue.kvs.end()) throw MalformedReply("our key is not in the queue read");
+  if (std::count_if(mine, out.queue.kvs.end(), ours) > 1) throw MalformedReply("our key is in the queue read twice");
+  out.create_revision = mine->create_revision;
+  if (mine->lease != lease)
+    throw MalformedReply(fmt::format("our key is attached to lease {}, not ours ({})", hex(mine->lease), hex(lease)));
   // Our put is the transaction's one write, so it created the key at the revision it made.
-  if (out.created && out.create_revision != out.revision)
+  if (out.created && out.create_revision != out.queue.revision)
     throw MalformedReply(fmt::format("create_revision {} is not the revision {} of our put",
-                                     out.create_revision, out.revision));
+                                     out.create_revision, out.queue.revision));
   return out;
 }
 
@@ -205,17 +234,7 @@ RangeReply decode_range(std::string_view body, const std::string& key, const std
   json reply = parse_object(body);
   RangeReply out;
   out.revision = header_revision(reply);
-  for (const json& item : array_at(reply, "kvs")) {
-    KeyValue kv = etcd_kv(item);
-    bool inside = range_end.empty() ? kv.key == key
-                                    : kv.key >= key && (range_end == std::string(1, '\0') || kv.key < range_end);
-    if (!inside) throw MalformedReply("it names key " + printable(kv.key) + ", which was not asked for");
-    if (kv.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
-    if (kv.create_revision > out.revision)
-      throw MalformedReply(fmt::format("create_revision {} is past the store's revision {}",
-                                       kv.create_revision, out.revision));
-    out.kvs.push_back(std::move(kv));
-  }
+  out.kvs = keys_in(reply, out.revision, key, range_end);
   return out;
 }
 

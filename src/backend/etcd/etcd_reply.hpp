@@ -64,15 +64,6 @@ struct KeepAlive {
 };
 KeepAlive decode_keepalive(std::string_view body, std::int64_t lease);
 
-// Where our put-if-absent transaction (etcd_backend.cpp) left our key: the put, or the read that
-// replaces it when the key was there already, followed in both branches by a read of the key.
-struct QueuedKey {
-  bool created = false;            // this transaction's put created it
-  std::int64_t create_revision = 0;
-  std::int64_t revision = 0;       // the store's, as of the transaction
-};
-QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease);
-
 struct RangeReply {
   std::int64_t revision = 0;  // the store's, as of the read
   std::vector<KeyValue> kvs;  // each with a create revision above 0
@@ -81,6 +72,21 @@ struct RangeReply {
 // be `key` itself when `range_end` is empty.
 RangeReply decode_range(std::string_view body, const std::string& key,
                         const std::string& range_end = "");
+
+// For a range asked for in create-revision order: who holds is read off that order, so a reply
+// out of it must not count.
+void check_create_order(const std::vector<KeyValue>& kvs);
+
+// What our put-if-absent transaction (etcd_backend.cpp) found: the put, or nothing when our key
+// was there already, followed in both branches by a read of the whole queue [queue_from,
+// queue_end) oldest first, which must hold our key, on our lease.
+struct QueuedKey {
+  bool created = false;  // this transaction's put created our key
+  std::int64_t create_revision = 0;
+  RangeReply queue;      // in create-revision order; its revision is the transaction's
+};
+QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease,
+                           const std::string& queue_from, const std::string& queue_end);
 
 struct WatchEvent {
   bool deleted = false;
