@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "runner/children.hpp"
 #include "util/error.hpp"
 
 namespace lk {
@@ -46,13 +47,24 @@ Watchdog::Watchdog() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
   UniqueFd theirs(sv[1]);
   socket_.reset(sv[0]);
+  // Where /proc lists our children, the supervisor can leave this one out of the child's tree,
+  // and one fork does. Without /proc it could not: it reaps whatever exits and knows the tree is
+  // gone when no child is left, so the watchdog must not be a child; it forks twice, and the
+  // middle process exits at once so that init (or an outer subreaper) adopts it. Waiting for that
+  // middle process costs about a millisecond a run.
+  if (listed_children()) {
+    pid_ = fork();
+    if (pid_ < 0) throw sys_error("cannot start the watchdog");
+    if (pid_ == 0) watch(sv[1]);
+    return;
+  }
   int pid_pipe[2];
   if (pipe2(pid_pipe, O_CLOEXEC) < 0) throw sys_error("pipe");
   UniqueFd pid_in(pid_pipe[0]), pid_out(pid_pipe[1]);
   pid_t middle = fork();
   if (middle < 0) throw sys_error("cannot start the watchdog");
   if (middle == 0) {
-    pid_t watchdog = fork();  // adopted by init (or an outer subreaper) once middle exits
+    pid_t watchdog = fork();
     if (watchdog == 0) watch(sv[1]);
     (void)!write(pid_pipe[1], &watchdog, sizeof watchdog);
     _exit(0);

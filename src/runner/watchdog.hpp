@@ -11,9 +11,9 @@ namespace lk {
 
 class Watchdog {
  public:
-  // Forks the watchdog, detached: it is not our child (unless we are init), so it never counts
-  // as part of the child tree. Forked before we wait for the lock, so that it costs nothing while
-  // we hold it, and before we become a subreaper, so that it is not adopted by us.
+  // Forks the watchdog, before we wait for the lock, so that it costs nothing while we hold it.
+  // It never counts as part of the child tree: the supervisor leaves pid() out when /proc lists
+  // our children, and otherwise it is not our child (unless we are init).
   Watchdog();
   // Closing while guarding is what kills the group: an exception that leaves the tree running
   // ends in the safe state.
