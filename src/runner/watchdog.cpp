@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@ struct Message {
 // The watchdog's whole life. Signals stay blocked (inherited), so only SIGKILL ends it early.
 [[noreturn]] void watch(int fd) {
   setsid();  // out of our group and session: ^C or a group kill aimed at lock does not reach it
+  // Its command line is lock's; its name tells ps, top and pgrep which of the two it is.
+  prctl(PR_SET_NAME, "lock-watchdog");
   if (fd < 3) fd = fcntl(fd, F_DUPFD, 3);
   close_range(0, fd - 1, 0);
   close_range(fd + 1, UINT_MAX, 0);

@@ -206,7 +206,8 @@ def group_members(pgid):
 
 
 def children_of(pid):
-    """Pids of the direct children of a process (empty once it is gone)."""
+    """Pids of the direct children of a process (empty once it is gone), leaving out lock's
+    watchdog: a child of lock with lock's own command line, but never part of the child's tree."""
     out = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -214,7 +215,16 @@ def children_of(pid):
                 out += [int(c) for c in f.read().split()]
     except (FileNotFoundError, ProcessLookupError):
         pass
-    return sorted(out)
+    return sorted(c for c in out if read_comm(c) != "lock-watchdog")
 
 
-__all__ += ["proc_stat", "group_members", "children_of"]
+def read_comm(pid):
+    """A process's name (/proc/PID/comm), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+__all__ += ["proc_stat", "group_members", "children_of", "read_comm"]

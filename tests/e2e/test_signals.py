@@ -9,8 +9,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (LOCK, SLOW, LockTestCase, group_members, pid_alive, proc_stat, read_file, send,
-                     wait_for)
+from harness import (LOCK, SLOW, LockTestCase, children_of, group_members, pid_alive, proc_stat,
+                     read_comm, read_file, send, wait_for)
 
 STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
 PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM]
@@ -258,6 +258,21 @@ class KilledLockTest(SignalTestCase):
         self.kill_later(bg)
         send(p, signal.SIGKILL)
         wait_for(lambda: not pid_alive(child) and not pid_alive(bg), 1.0, "the tree to die")
+        p.wait()
+        self.assert_released()
+
+    def test_the_watchdog_is_named_and_goes_with_the_tree(self):
+        p = self.start("p", f"echo $$ > {self.path('child')}; sleep 1000")
+        child = self.pid_from("child")
+        self.kill_later(child)
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            mine = [int(c) for c in f.read().split()]
+        watchdogs = [c for c in mine if read_comm(c) == "lock-watchdog"]
+        self.assertEqual(len(watchdogs), 1, f"children of lock: {mine}")
+        self.assertEqual(children_of(p.pid), [child])
+        send(p, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(child) and not pid_alive(watchdogs[0]), 1.0,
+                 "the child and the watchdog to end")
         p.wait()
         self.assert_released()
 
