@@ -3,7 +3,7 @@
 # on one ZooKeeper server started here (on a free loopback port, in a temporary directory,
 # stopped at the end). Prints medians and ratios.
 #
-#   bench/zookeeper.sh                       # uses build/lock (which hands over to build/lock-net)
+#   bench/zookeeper.sh                       # uses build/lock (which hands over to build/lock-zookeeper)
 #   LOCK_BIN=/path/to/lock bench/zookeeper.sh
 #
 # Knobs (environment): BENCH_REPS (uncontended runs of lock and kazoo, 60), BENCH_JVM_REPS (of

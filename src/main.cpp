@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "backend/companion.hpp"
+#include "backend/make_backend.hpp"
 #include "cli/options.hpp"
 #include "runner/runner.hpp"
 #include "status.hpp"
@@ -41,9 +42,7 @@ int main(int argc, char** argv) {
       std::puts("lock " LOCK_VERSION);
       return written(0);
     }
-#ifndef LOCK_WITH_NETWORK
-    if (options.backend != "local") lk::exec_companion(argv, options.backend.c_str());
-#endif
+    if (!lk::built_in(options.backend)) lk::exec_companion(argv, options.backend);
     lk::set_verbose(options.verbose);
     return options.status ? written(lk::show_status(options)) : lk::run(options);
   } catch (const lk::UsageError& e) {

@@ -3,22 +3,22 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <string>
 
 #include "util/error.hpp"
 
 namespace lk {
 
-void exec_companion(char** argv, const char* backend) {
+void exec_companion(char** argv, const std::string& backend) {
+  const char* name = backend == "zookeeper" ? "lock-zookeeper" : "lock-net";
   std::error_code ec;
   auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) throw sys_error("cannot find where lock is installed: /proc/self/exe", ec.value());
-  const std::filesystem::path candidates[] = {dir / "lock-net", dir / "../libexec/lock/lock-net"};
+  const std::filesystem::path candidates[] = {dir / name, dir / "../libexec/lock" / name};
   for (const auto& path : candidates) {
     execv(path.c_str(), argv);
     if (errno != ENOENT) throw sys_error("cannot run " + path.string());
   }
-  throw Error(std::string("the ") + backend + " backend needs lock-net, which is neither at " +
+  throw Error("the " + backend + " backend needs " + name + ", which is neither at " +
               candidates[0].string() + " nor at " + candidates[1].lexically_normal().string());
 }
 

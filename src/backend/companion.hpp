@@ -1,13 +1,16 @@
 #pragma once
 // The shipped `lock` is linked statically and carries only the local backend, so that a local
-// lock starts without loading any library. The network backends live in `lock-net`, the same
-// program linked dynamically with libcurl; `lock` hands over to it by exec, keeping its PID,
-// arguments and environment, before it has started anything.
+// lock starts without loading any library. Each server backend lives in a companion, the same
+// program linked dynamically with that backend's libraries only: `lock-net` for Consul and etcd
+// (libcurl), `lock-zookeeper` for ZooKeeper (its C client). `lock` hands over to it by exec,
+// keeping its PID, arguments and environment, before it has started anything.
+#include <string>
 
 namespace lk {
 
-// Where lock-net is, looked up beside this executable: <dir>/lock-net (a build tree) and
-// <dir>/../libexec/lock/lock-net (an installation). Throws Error naming both when neither is.
-[[noreturn]] void exec_companion(char** argv, const char* backend);
+// Runs the companion that carries `backend`, looked up beside this executable: <dir>/<name> (a
+// build tree) and <dir>/../libexec/lock/<name> (an installation). Throws Error naming both when
+// neither is there.
+[[noreturn]] void exec_companion(char** argv, const std::string& backend);
 
 }  // namespace lk

@@ -1,22 +1,26 @@
 #include "backend/make_backend.hpp"
 
 #include "backend/local/local_backend.hpp"
-#ifdef LOCK_WITH_NETWORK
-#include <fcntl.h>
+#if defined(LOCK_WITH_HTTP) || defined(LOCK_WITH_ZOOKEEPER)
 #include <fmt/format.h>
+#endif
+#ifdef LOCK_WITH_HTTP
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/consul/consul_backend.hpp"
 #include "backend/etcd/etcd_backend.hpp"
-#include "backend/zookeeper/zk_backend.hpp"
 #include "util/printable.hpp"
 #include "util/unique_fd.hpp"
+#endif
+#ifdef LOCK_WITH_ZOOKEEPER
+#include "backend/zookeeper/zk_backend.hpp"
 #endif
 
 namespace lk {
 
-#ifdef LOCK_WITH_NETWORK
+#ifdef LOCK_WITH_HTTP
 // As Consul's client reads it: a token file, when given and not empty, wins over a token. A
 // token is a few dozen bytes: the file is read only when it is a regular file, and only so far,
 // so that a FIFO cannot hang us and /dev/zero cannot grow us without end.
@@ -43,6 +47,13 @@ static std::string consul_token(const ApiOptions& api) {
   return token.empty() ? api.token : token;
 }
 
+static TlsOptions tls_options(const ApiOptions& api) {
+  return {api.ca_file, api.ca_path, api.client_cert, api.client_key, api.tls_server_name,
+          api.ssl_verify};
+}
+#endif
+
+#if defined(LOCK_WITH_HTTP) || defined(LOCK_WITH_ZOOKEEPER)
 static LeaseOptions lease_options(const Options& o) {
   LeaseOptions lease{o.session_ttl, o.kill_after, o.monitor_retry, o.value};
   // Flags that leave no time to renew are refused before we connect; too many retries, said once
@@ -51,17 +62,22 @@ static LeaseOptions lease_options(const Options& o) {
     if (auto shortfall = lease.timing().shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   return lease;
 }
-
-static TlsOptions tls_options(const ApiOptions& api) {
-  return {api.ca_file, api.ca_path, api.client_cert, api.client_key, api.tls_server_name,
-          api.ssl_verify};
-}
 #endif
+
+bool built_in(const std::string& backend) {
+#ifdef LOCK_WITH_HTTP
+  if (backend == "etcd" || backend == "consul") return true;
+#endif
+#ifdef LOCK_WITH_ZOOKEEPER
+  if (backend == "zookeeper") return true;
+#endif
+  return backend == "local";
+}
 
 std::unique_ptr<Backend> make_backend(const Options& o) {
   if (o.backend == "local")
     return std::make_unique<LocalBackend>(o.state_dir, o.status);
-#ifdef LOCK_WITH_NETWORK
+#ifdef LOCK_WITH_HTTP
   if (o.backend == "etcd") {
     EtcdConfig client{o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};
     return std::make_unique<EtcdBackend>(EtcdBackendConfig{client, lease_options(o)});
@@ -72,6 +88,8 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
                         o.api.stale};
     return std::make_unique<ConsulBackend>(ConsulBackendConfig{client, lease_options(o), o.lock_delay});
   }
+#endif
+#ifdef LOCK_WITH_ZOOKEEPER
   if (o.backend == "zookeeper") return std::make_unique<ZkBackend>(ZkBackendConfig{o.zookeeper, lease_options(o)});
 #endif
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +

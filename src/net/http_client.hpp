@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "net/wake.hpp"
 #include "util/error.hpp"
 
 struct curl_slist;
@@ -43,34 +44,10 @@ struct HttpResponse {
 // 1.5 MB, so anything past it is a server gone wrong, and must not grow the process without end.
 constexpr std::size_t kMaxReplyBody = 4 << 20;
 
-// The server could not be reached or did not answer in time: worth retrying.
-struct NetworkError : Error {
-  using Error::Error;
-};
-
-// The server answered with a 5xx: as worth retrying as no answer at all, but not the same thing
-// to a user ("503 Service Unavailable" is not "unreachable"). `retry_after` is the server's own
-// hint, honoured as far as the deadline at hand allows.
-struct ServerUnavailable : NetworkError {
-  ServerUnavailable(const std::string& what, std::optional<std::chrono::seconds> retry_after)
-      : NetworkError(what), retry_after(retry_after) {}
-  std::optional<std::chrono::seconds> retry_after;
-};
-
 // A reply whose body passed kMaxReplyBody; the transfer was cut there.
 struct ReplyTooLarge : Error {
   using Error::Error;
 };
-
-// What may cut a long request short: descriptors to wake on, and whether to go on then.
-struct Wake {
-  std::vector<int> fds;
-  std::function<bool()> keep_going;
-};
-
-// Sleeps for `pause`; false, at once, when one of `wake`'s descriptors is readable and it says
-// not to go on.
-bool pause_unless_woken(std::chrono::milliseconds pause, const Wake* wake);
 
 // Its messages say what went wrong, not where: the caller names the server and the request.
 class HttpClient {

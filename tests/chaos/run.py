@@ -126,9 +126,10 @@ def run(triples, quota_of, options, workdir, progress=sys.stderr):
 
 
 def binaries(lock):
-    """When lock and the lock-net beside it were last changed (None where there is none)."""
+    """When lock and the companions beside it were last changed (None where there is none)."""
     out = []
-    for path in (lock, os.path.join(os.path.dirname(lock), "lock-net")):
+    companions = [os.path.join(os.path.dirname(lock), c) for c in ("lock-net", "lock-zookeeper")]
+    for path in (lock, *companions):
         try:
             out.append(os.stat(path).st_mtime_ns)
         except OSError:
@@ -204,7 +205,7 @@ def main(argv=None):
     print(table(rows))
     print(f"wall time {time.monotonic() - began:.0f}s; lock: {args.lock}")
     if binaries(args.lock) != built:
-        print(f"warning: {args.lock} or its lock-net was rebuilt during the run: runs that "
+        print(f"warning: {args.lock} or a companion of it was rebuilt during the run: runs that "
               "failed to start then say so, and the rows are of two builds")
     return 1 if ABORT.is_set() or any(r.failed for r in rows) else 0
 

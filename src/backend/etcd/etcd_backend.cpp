@@ -1,6 +1,6 @@
 #include "backend/etcd/etcd_backend.hpp"
 
-#include "backend/etcd/backoff.hpp"
+#include "backend/lease/backoff.hpp"
 #include "backend/etcd/etcd_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_queue.hpp"

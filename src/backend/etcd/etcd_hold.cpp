@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "backend/etcd/backoff.hpp"
+#include "backend/lease/backoff.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
 

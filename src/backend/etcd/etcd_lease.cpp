@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "backend/etcd/backoff.hpp"
+#include "backend/lease/backoff.hpp"
 #include "cli/duration.hpp"
 #include "util/log.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// The floor under every loop that asks etcd again after an attempt that made no progress (a
+// The floor under every loop that asks a server again after an attempt that made no progress (a
 // watch that ended at once, a request that failed): waits that double from `first` to `cap`,
 // each drawn from its upper half, so that a server answering at once cannot make us spin and
 // many clients cut off together do not come back in step.

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "cli/duration.hpp"
-#include "net/http_client.hpp"
+#include "net/wake.hpp"
 #include "util/log.hpp"
 
 namespace lk {

@@ -7,7 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/lease/lease_keeper.hpp"
-#include "net/http_client.hpp"
+#include "net/wake.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <set>
 
-#include "backend/etcd/backoff.hpp"
+#include "backend/lease/backoff.hpp"
 #include "backend/lease/lease_wait.hpp"
 #include "backend/zookeeper/zk_hold.hpp"
 #include "backend/zookeeper/zk_lease.hpp"

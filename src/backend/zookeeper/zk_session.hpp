@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "net/http_client.hpp"  // Wake, NetworkError
+#include "net/wake.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
