@@ -5,7 +5,10 @@ Both tools are started the same way (posix_spawn, stdio on /dev/null, then wait4
 run by run, against the same server, each on a prefix of its own.
 """
 import argparse
+import base64
 import collections
+import http.client
+import json
 import os
 import re
 import shutil
@@ -82,6 +85,43 @@ def round_trips(etcd, argv, env):
         return calls, proxy.connections()
 
 
+class FloorClient:
+    """The floor: the requests an acquisition and release cannot do without (lease grant, the
+    transaction that queues and reads the queue, revoke), from a client that is already running,
+    on one kept-alive connection. What lock adds to it is its process, its child and its TCP
+    connection."""
+
+    def __init__(self, url, prefix):
+        host, port = url.split("//")[1].rsplit(":", 1)
+        self.conn = http.client.HTTPConnection(host, int(port))
+        self.prefix = prefix
+
+    def call(self, path, body):
+        self.conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        reply = self.conn.getresponse()
+        data = json.loads(reply.read())
+        if reply.status != 200:
+            sys.exit(f"floor client: {path}: {reply.status} {data}")
+        return data
+
+    def run(self):
+        """Returns the wall ms of one acquisition and release."""
+        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+        t0 = time.perf_counter()
+        lease = self.call("/v3/lease/grant", {"TTL": 10})["ID"]
+        key = b64(f"{self.prefix}/{int(lease):x}")
+        read = {"request_range": {"key": b64(self.prefix + "/"), "range_end": b64(self.prefix + "0"),
+                                  "sort_order": "ASCEND", "sort_target": "CREATE", "keys_only": True}}
+        reply = self.call("/v3/kv/txn", {
+            "compare": [{"target": "CREATE", "key": key, "create_revision": "0", "result": "EQUAL"}],
+            "success": [{"request_put": {"key": key, "value": "", "lease": lease}}, read],
+            "failure": [read]})
+        if not reply.get("succeeded"):
+            sys.exit("floor client: the transaction did not queue")
+        self.call("/v3/lease/revoke", {"ID": lease})
+        return (time.perf_counter() - t0) * 1e3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lock", required=True)
@@ -100,7 +140,8 @@ def main():
         fs = subprocess.run(["df", "-PT", etcd.dir], capture_output=True, text=True).stdout.split()[-6]
         print(f"== etcd at {etcd.url}, data in {etcd.dir} ({fs}; every write is an fsync there)")
 
-        wall = {t: [] for t in tools}
+        floor = FloorClient(etcd.url, "bench/floor")
+        wall = {t: [] for t in [*tools, "floor"]}
         for i in range(a.reps + 5):
             for name, argv in (list(tools.items())[::1 if i % 2 else -1]):
                 ms, code = run(argv, env)
@@ -108,12 +149,16 @@ def main():
                     sys.exit(f"{name} failed (exit {code}): {' '.join(argv)}")
                 if i >= 5:  # the first runs warm the caches
                     wall[name].append(ms)
+            ms = floor.run()
+            if i >= 5:
+                wall["floor"].append(ms)
         rss = {t: max(peak_rss_mb(argv, env) for _ in range(5)) for t, argv in tools.items()}
-        print(f"\n== Uncontended: one run at a time, {a.reps} runs each, median (p90); peak RSS")
-        for name in tools:
+        print(f"\n== Uncontended: one run at a time, {a.reps} runs each, median (p10-p90); peak RSS")
+        for name in wall:
             q = statistics.quantiles(wall[name], n=10)
-            print(f"   {name:14} {statistics.median(wall[name]):7.2f} ms ({q[8]:.2f})   "
-                  f"{rss[name]:5.1f} MB")
+            print(f"   {name:14} {statistics.median(wall[name]):7.2f} ms ({q[0]:.2f}-{q[8]:.2f})   "
+                  + (f"{rss[name]:5.1f} MB" if name in rss
+                     else "(grant, txn, revoke in process, one connection)"))
         ratio = statistics.median(wall["etcdctl lock"]) / statistics.median(wall["lock"])
         print(f"   lock is {ratio:.1f}x faster and uses {rss['lock'] / rss['etcdctl lock']:.2f}x "
               "the memory of etcdctl lock")
@@ -138,6 +183,17 @@ def main():
             calls, connections = round_trips(etcd, argv, env)
             listed = ", ".join(f"{m} {n}" if n > 1 else m for m, n in sorted(calls.items()))
             print(f"   {name:14} {sum(calls.values())} calls on {connections} connection(s): {listed}")
+        med = {t: statistics.median(v) for t, v in wall.items()}
+        rate = {t: statistics.median(v) for t, v in rates.items()}
+        print("\n== Summary: lock against etcdctl lock (peer) and the floor")
+        print(f"   {'measure':<34}{'lock':>9}{'peer':>9}{'ratio':>8}{'floor':>9}{'x floor':>9}")
+        lock, peer, floor_ms = med["lock"], med["etcdctl lock"], med["floor"]
+        print(f"   {'uncontended, ms':<34}{lock:>9.2f}{peer:>9.2f}{lock / peer:>7.2f}x"
+              f"{floor_ms:>9.2f}{lock / floor_ms:>8.2f}x")
+        print(f"   {'contended, acquisitions/s':<34}{rate['lock']:>9.1f}{rate['etcdctl lock']:>9.1f}"
+              f"{rate['lock'] / rate['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
+        print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['etcdctl lock']:>9.1f}"
+              f"{rss['lock'] / rss['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

@@ -217,7 +217,7 @@ def main():
     sh = "/bin/sh"
     true_bin = "/usr/bin/true" if os.path.exists("/usr/bin/true") else "/bin/true"
     runner = Runner(logs)
-    summary = []  # (what, lock, other, unit, ratio)
+    summary = []  # (what, lock, other, ratio, floor, lock / floor): "-" and None where none applies
 
     # 1 ----------------------------------------------------------------------------------------
     print(f"== 1. Uncontended: start-to-finish wall time of one invocation "
@@ -226,7 +226,8 @@ def main():
     print("   'lock p true' runs the child through the shell (/bin/sh -c true, as consul lock does);")
     print("   'flock FILE true' execs true directly, as does 'lock -shell=false p true'.")
     print("   'flock FILE sh -c true' is flock paying for the same shell, for a like-for-like row.")
-    variants = [("exec true (floor)", [true_bin], env)]
+    floor = "exec true (floor)"  # what no tool that runs the child can go below
+    variants = [(floor, [true_bin], env)]
     if a.flock:
         variants += [("flock FILE true", [a.flock, lockfile, "true"], env),
                      ("flock FILE sh -c true", [a.flock, lockfile, sh, "-c", "true"], env)]
@@ -251,18 +252,18 @@ def main():
                      ("lock p true", "flock FILE sh -c true")]:
             print(f"     {l} / {o}: {med[l] / med[o]:.2f}x ({p90[l] / p90[o]:.2f}x)")
             summary.append((f"uncontended median, {l} vs {o}", f"{med[l]:.2f} ms",
-                            f"{med[o]:.2f} ms", med[l] / med[o]))
+                            f"{med[o]:.2f} ms", med[l] / med[o], f"{med[floor]:.2f} ms", med[l] / med[floor]))
         for l in ("lock p true", "lock -shell=false p true"):
             summary.append((f"uncontended p90, {l} vs {f}", f"{p90[l]:.2f} ms",
-                            f"{p90[f]:.2f} ms", p90[l] / p90[f]))
-        cl, cf = statistics.median(cpu["lock -shell=false p true"]), statistics.median(cpu[f])
+                            f"{p90[f]:.2f} ms", p90[l] / p90[f], f"{p90[floor]:.2f} ms", p90[l] / p90[floor]))
+        cl, cf, c0 = (statistics.median(cpu[k]) for k in ("lock -shell=false p true", f, floor))
         summary.append((f"uncontended CPU, lock -shell=false p true vs {f}", f"{cl:.2f} ms",
-                        f"{cf:.2f} ms", cl / cf))
+                        f"{cf:.2f} ms", cl / cf, f"{c0:.2f} ms", cl / c0))
     else:
         print("   flock not found: no comparison")
         for l in ("lock p true", "lock -shell=false p true"):
             summary.append((f"uncontended median, {l} (flock missing)", f"{med[l]:.2f} ms",
-                            "n/a", None))
+                            "n/a", None, f"{med[floor]:.2f} ms", med[l] / med[floor]))
     counted = {label: syscalls(argv, e, a.work) for label, argv, e in variants}
     if None not in counted.values():
         print("   system calls per run (strace -f -c, fewest of 3; the whole tree, the child's own "
@@ -272,7 +273,7 @@ def main():
         if a.flock:
             l, f = "lock -shell=false p true", "flock FILE true"
             summary.append((f"system calls, {l} vs {f}", str(counted[l]), str(counted[f]),
-                            counted[l] / counted[f]))
+                            counted[l] / counted[f], str(counted[floor]), counted[l] / counted[floor]))
     else:
         print("   strace not found: no system call counts")
     print(f"   ({time.monotonic() - t_start:.0f} s)")
@@ -295,18 +296,18 @@ def main():
         rf = median_trial(res["flock FILE true [contended]"])
         print(f"   throughput ratio lock/flock: {rl['rate'] / rf['rate']:.2f}x")
         summary.append(("contended acquisitions/s, lock vs flock (higher is better)",
-                        f"{rl['rate']:.0f}/s", f"{rf['rate']:.0f}/s", rl["rate"] / rf["rate"]))
+                        f"{rl['rate']:.0f}/s", f"{rf['rate']:.0f}/s", rl["rate"] / rf["rate"], "-", None))
         summary.append(("contended CPU per acquisition, lock vs flock",
                         f"{rl['cpu_ms_per_acq']:.2f} ms", f"{rf['cpu_ms_per_acq']:.2f} ms",
-                        rl["cpu_ms_per_acq"] / rf["cpu_ms_per_acq"]))
+                        rl["cpu_ms_per_acq"] / rf["cpu_ms_per_acq"], "-", None))
         dl, df = rl["done_when_first_finished"], rf["done_when_first_finished"]
         summary.append(("fairness: fewest rounds done by a contender when first finished",
-                        f"{dl[0]}/{R}", f"{df[0]}/{R}", None))
+                        f"{dl[0]}/{R}", f"{df[0]}/{R}", None, "-", None))
     else:
         print("   flock not found: lock measured alone")
         rl = median_trial(res["lock p true [contended]"])
         summary.append(("contended acquisitions/s, lock (flock missing)", f"{rl['rate']:.0f}/s",
-                        "n/a", None))
+                        "n/a", None, "-", None))
     print(f"   ({time.monotonic() - t_start:.0f} s)")
     print()
 
@@ -330,14 +331,14 @@ def main():
         rs = median_trial(res["sem -j 2 true [contended]"])
         print(f"   rate ratio lock/sem: {rl['rate'] / rs['rate']:.1f}x")
         summary.append(("semaphore -n 2 acquisitions/s, lock vs sem (higher is better)",
-                        f"{rl['rate']:.0f}/s", f"{rs['rate']:.1f}/s", rl["rate"] / rs["rate"]))
+                        f"{rl['rate']:.0f}/s", f"{rs['rate']:.1f}/s", rl["rate"] / rs["rate"], "-", None))
         subprocess.run([a.sem, "--wait", "--id", sem_id], env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
     else:
         print("   sem (GNU parallel) not found: lock measured alone")
         rl = median_trial(res["lock -n 2 p true [contended]"])
         summary.append(("semaphore -n 2 acquisitions/s, lock (sem missing)", f"{rl['rate']:.0f}/s",
-                        "n/a", None))
+                        "n/a", None, "-", None))
     print(f"   ({time.monotonic() - t_start:.0f} s)")
     print()
 
@@ -352,9 +353,9 @@ def main():
         print(f"   flock ({a.flock}): {len(fl)}")
         for line in fl:
             print(f"     {line}")
-        summary.append(("shared libraries (ldd lines)", str(len(ll)), str(len(fl)), None))
+        summary.append(("shared libraries (ldd lines)", str(len(ll)), str(len(fl)), None, "-", None))
     else:
-        summary.append(("shared libraries (ldd lines)", str(len(ll)), "n/a", None))
+        summary.append(("shared libraries (ldd lines)", str(len(ll)), "n/a", None, "-", None))
     net = [l for l in ll if any(n in l for n in ("ssl", "crypto", "curl", "zookeeper", "grpc",
                                                     "nghttp", "resolv", "gss", "krb"))]
     print("   network/TLS libraries in lock's list: " + (", ".join(net) if net else "none"))
@@ -381,12 +382,12 @@ def main():
 
     # Summary ----------------------------------------------------------------------------------
     print("== Summary (medians; ratio = lock / other, so < 1 is faster for times, > 1 is better "
-          "for rates)")
+          "for rates; floor: exec of the child alone)")
     w = max([len(s[0]) for s in summary] + [10])
-    print(f"   {'measure':<{w}}  {'lock':>11}  {'other':>11}  {'ratio':>7}")
-    for what, l, o, ratio in summary:
-        rs = f"{ratio:.2f}x" if ratio is not None else "-"
-        print(f"   {what:<{w}}  {l:>11}  {o:>11}  {rs:>7}")
+    print(f"   {'measure':<{w}}  {'lock':>11}  {'other':>11}  {'ratio':>7}  {'floor':>9}  {'x floor':>7}")
+    as_x = lambda x: f"{x:.2f}x" if x is not None else "-"  # noqa: E731
+    for what, l, o, ratio, fl, x_floor in summary:
+        print(f"   {what:<{w}}  {l:>11}  {o:>11}  {as_x(ratio):>7}  {fl:>9}  {as_x(x_floor):>7}")
     return 1 if runner.failures else 0
 
 

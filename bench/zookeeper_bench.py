@@ -126,6 +126,21 @@ def main():
                   f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
         for peer in ("kazoo Lock", "Curator"):
             print(f"   lock/{peer}: {statistics.median(rates['lock']) / statistics.median(rates[peer]):.2f}x")
+
+        # The floor: the fastest peer's acquire and release inside a process that is already
+        # connected, the requests alone on one kept-alive connection.
+        floor = min(kazoo_in, curator_in)
+        med = {t: statistics.median(v) for t, v in wall.items()}
+        rate = {t: statistics.median(v) for t, v in rates.items()}
+        print("\n== Summary: lock against kazoo's Lock (peer) and the floor (an acquire and release "
+              "in a connected process)")
+        print(f"   {'measure':<34}{'lock':>9}{'peer':>9}{'ratio':>8}{'floor':>9}{'x floor':>9}")
+        print(f"   {'process to process, ms':<34}{med['lock']:>9.2f}{med['kazoo Lock']:>9.2f}"
+              f"{med['lock'] / med['kazoo Lock']:>7.2f}x{floor:>9.2f}{med['lock'] / floor:>8.2f}x")
+        print(f"   {'contended, acquisitions/s':<34}{rate['lock']:>9.1f}{rate['kazoo Lock']:>9.1f}"
+              f"{rate['lock'] / rate['kazoo Lock']:>7.2f}x{'-':>9}{'-':>9}")
+        print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['kazoo Lock']:>9.1f}"
+              f"{rss['lock'] / rss['kazoo Lock']:>7.2f}x{'-':>9}{'-':>9}")
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

@@ -131,7 +131,8 @@ class MalformedReplyTest(FakeEtcdCase):
             body["kvs"].reverse()
 
         def grant(**fields):
-            return {"/v3/lease/grant": lambda request, default: reply(200, {"header": {"revision": "1"}, **fields})}
+            body = {"header": {"revision": "1"}, **fields}
+            return {"/v3/lease/grant": lambda request, default: reply(200, body)}
 
         # A watch that ends at once, so that the queue is read again.
         rereads = {"/v3/watch": lambda request, default: reply(200, stream=lambda write: None),
@@ -141,7 +142,8 @@ class MalformedReplyTest(FakeEtcdCase):
             (grant(ID="5", TTL="0"), "lease grant", "TTL missing or 0"),
             (grant(ID="99999999999999999999", TTL="10"), "lease grant", "ID is not a whole number"),
             ({"/v3/lease/grant": lambda request, default: reply(200, "<html>")}, "lease grant", "not JSON"),
-            ({"/v3/kv/txn": edited(other_lease)}, "txn", r"our key is attached to lease 7, not ours \([0-9a-f]+\)"),
+            ({"/v3/kv/txn": edited(other_lease)}, "txn",
+             r"our key is attached to lease 7, not ours \([0-9a-f]+\)"),
             ({"/v3/kv/txn": edited(other_key)}, "txn", "our key is not in the queue read"),
             ({"/v3/kv/txn": edited(revision_zero)}, "txn", "revision missing or 0"),
             ({"/v3/kv/txn": edited(txn_reversed)}, "txn", "keys out of create-revision order"),
