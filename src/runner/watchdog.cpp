@@ -53,8 +53,8 @@ Watchdog::Watchdog() {
   // Where /proc lists our children, the supervisor can leave this one out of the child's tree,
   // and one fork does. Without /proc it could not: it reaps whatever exits and knows the tree is
   // gone when no child is left, so the watchdog must not be a child; it forks twice, and the
-  // middle process exits at once so that init (or an outer subreaper) adopts it. Waiting for that
-  // middle process costs about a millisecond a run.
+  // middle process exits at once so that init (or an outer subreaper) adopts it. The middle
+  // process and the wait for it cost about 0.15 ms a run (5 % of an uncontended one).
   if (listed_children()) {
     pid_ = fork();
     if (pid_ < 0) throw sys_error("cannot start the watchdog");
