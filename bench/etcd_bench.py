@@ -5,7 +5,6 @@ Both tools are started the same way (posix_spawn, stdio on /dev/null, then wait4
 run by run, against the same server, each on a prefix of its own.
 """
 import argparse
-import base64
 import collections
 import http.client
 import json
@@ -19,7 +18,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from etcd_server import EtcdServer  # noqa: E402
+from etcd_server import EtcdServer, b64  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 
 DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -106,12 +105,12 @@ class FloorClient:
 
     def run(self):
         """Returns the wall ms of one acquisition and release."""
-        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
         t0 = time.perf_counter()
         lease = self.call("/v3/lease/grant", {"TTL": 10})["ID"]
-        key = b64(f"{self.prefix}/{int(lease):x}")
-        read = {"request_range": {"key": b64(self.prefix + "/"), "range_end": b64(self.prefix + "0"),
-                                  "sort_order": "ASCEND", "sort_target": "CREATE", "keys_only": True}}
+        key = b64(f"{self.prefix}/{int(lease):x}".encode())
+        queue = {"key": b64(f"{self.prefix}/".encode()), "range_end": b64(f"{self.prefix}0".encode()),
+                 "sort_order": "ASCEND", "sort_target": "CREATE", "keys_only": True}
+        read = {"request_range": queue}
         reply = self.call("/v3/kv/txn", {
             "compare": [{"target": "CREATE", "key": key, "create_revision": "0", "result": "EQUAL"}],
             "success": [{"request_put": {"key": key, "value": "", "lease": lease}}, read],

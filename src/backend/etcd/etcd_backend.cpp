@@ -1,9 +1,9 @@
 #include "backend/etcd/etcd_backend.hpp"
 
-#include "backend/lease/backoff.hpp"
 #include "backend/etcd/etcd_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_queue.hpp"
+#include "backend/lease/backoff.hpp"
 #include "backend/lease/lease_wait.hpp"
 #include "cli/duration.hpp"
 #include "util/base64.hpp"
@@ -20,15 +20,19 @@ struct Queue {
   std::int64_t revision = 0;          // the store's revision when it was read
 };
 
-// The queue request: everything under "<prefix>/", oldest first.
-json queue_range(const std::string& prefix, bool with_values) {
-  std::string from = prefix + "/";
-  return {{"key", base64_encode(from)},
-          {"range_end", base64_encode(prefix_end(from))},
-          {"sort_order", "ASCEND"},
-          {"sort_target", "CREATE"},
-          {"keys_only", !with_values}};
-}
+// Where the queue is: every key under "<prefix>/", [from, to).
+struct QueueRange {
+  explicit QueueRange(const std::string& prefix) : from(prefix + "/"), to(prefix_end(from)) {}
+  // The read of all of it, oldest first.
+  json request(bool with_values) const {
+    return {{"key", base64_encode(from)},
+            {"range_end", base64_encode(to)},
+            {"sort_order", "ASCEND"},
+            {"sort_target", "CREATE"},
+            {"keys_only", !with_values}};
+  }
+  std::string from, to;
+};
 
 // The contenders of `reply` (keys in create-revision order), up to `max_revision` when not 0.
 Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t max_revision) {
@@ -44,12 +48,12 @@ Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t 
 // Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
 Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
                  bool with_values, const Wake* wake = nullptr) {
-  json request = queue_range(prefix, with_values);
+  QueueRange range(prefix);
+  json request = range.request(with_values);
   if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
-  std::string from = prefix + "/", to = prefix_end(from);
   RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
                                  [&](std::string_view body) {
-                                   RangeReply r = decode_range(body, from, to);
+                                   RangeReply r = decode_range(body, range.from, range.to);
                                    check_create_order(r.kvs);
                                    if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
                                      throw MalformedReply("a key created after the revision asked for");
@@ -78,15 +82,10 @@ enum class Turn {
   quiet,    // the watch ended (or was cut short) with no such news
 };
 
-// One look at the queue: we hold, or we wait on one watch until something that may let us in
-// happens, the stream ends, or `wait` says stop. The queue is `known` when it was just read
-// (and is then used up), else read afresh; `read_at` is set to the revision it was read at.
-Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, LeaseWait& wait,
-               std::optional<Queue>& known, std::int64_t& read_at) {
-  Wake wake = wait.wake();
-  Queue q = known ? std::move(*known) : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
-  known.reset();
-  read_at = q.revision;
+// One look at the queue `q`, as just read: we hold, or we wait on one watch until something that
+// may let us in happens, the stream ends, or `wake` says stop.
+Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
+               const Wake& wake) {
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
       q.contenders.back().create_revision != me.create_revision)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
@@ -174,19 +173,20 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   json kv = {{"key", base64_encode(me.key)},
              {"value", base64_encode(me.value)},
              {"lease", std::to_string(lease->id())}};
-  json read = {{"request_range", queue_range(spec.prefix, verbose_enabled())}};
+  QueueRange range(spec.prefix);
+  json read = {{"request_range", range.request(verbose_enabled())}};
   json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
                             {"result", "EQUAL"}}}},
               {"success", {{{"request_put", kv}}, read}},
               {"failure", {read}}};
   std::int64_t lease_id = lease->id();
-  std::string from = spec.prefix + "/", to = prefix_end(from);
   QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, budget(), [&](std::string_view body) {
-    return decode_queue_txn(body, me.key, lease_id, from, to);
+    return decode_queue_txn(body, me.key, lease_id, range.from, range.to);
   });
   me.create_revision = queued.create_revision;
   verbose("queued as {} (revision {})", me.key, me.create_revision);
   interrupt.queued();
+  // The first look at the queue is the transaction's own read of it.
   std::optional<Queue> known = queue_of(spec.prefix, queued.queue, me.create_revision);
 
   LeaseWait wait(deadline, interrupt, lease->keeper());
@@ -196,12 +196,15 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
     std::chrono::milliseconds pause;
     try {
       auto opened = Clock::now();
-      std::int64_t read_at = 0;
-      Turn turn = wait_turn(client, spec, me, wait, known, read_at);
+      Wake wake = wait.wake();
+      Queue q = known ? std::move(*known)
+                      : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+      known.reset();
+      Turn turn = wait_turn(client, spec, me, q, wake);
       if (turn == Turn::held) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
         if (spec.limit > 1) client.call("put", "/v3/kv/put", kv, std::chrono::seconds(5), decode_header);
-        return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix, read_at);
+        return std::make_unique<EtcdHold>(config_.client, std::move(lease), me, spec.prefix, q.revision);
       }
       // A watch that lasted: look again at once. News that came at once: look again at once,
       // the first time; a server that has news each time at once, or ends each watch at once,
