@@ -29,6 +29,7 @@ class Connection:
     def __init__(self, sock):
         self.sock = sock
         self.dropped = False
+        self.opened = time.monotonic()
         # Which requests came over the same connection (a client that keeps one alive).
         self.number = next(Connection._numbers)
 
@@ -149,8 +150,10 @@ class Faults:
             return None
 
     def partition(self, seconds):
+        """Returns when the partition ends."""
         with self._cond:
             self._partition_until = time.monotonic() + seconds
+            return self._partition_until
 
     def partitioned(self):
         with self._cond:
@@ -215,9 +218,9 @@ class Double:
         with self._lock:
             self._connections.discard(conn)
 
-    def drop_connections(self):
+    def drop_connections(self, opened_before=float("inf")):
         with self._lock:
-            conns = list(self._connections)
+            conns = [c for c in self._connections if c.opened < opened_before]
         for conn in conns:
             conn.drop()
         self.faults.wake()
@@ -227,12 +230,14 @@ class Double:
         """Connections are accepted and requests read, but nothing is answered; when the
         partition ends every connection open until then is dropped, so what was asked during
         it never gets a late answer."""
-        self.faults.partition(seconds)
-        _timer(seconds, self._end_partition)
+        until = self.faults.partition(seconds)
+        _timer(seconds, lambda: self._end_partition(until))
 
-    def _end_partition(self):
+    def _end_partition(self, until):
+        # The timer may fire late on a busy machine: a connection opened after the partition
+        # ended has been served and must not be dropped.
         if not self.faults.partitioned():  # not extended by a later call
-            self.drop_connections()
+            self.drop_connections(opened_before=until)
 
     def heal(self):
         """Ends every fault now (a partition ends as it would on its own)."""
