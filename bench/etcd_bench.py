@@ -42,6 +42,23 @@ def peak_rss_mb(argv, env):
     return int(r.stderr.split()[-1]) / 1024
 
 
+def startup(lock, reps):
+    """Median wall ms of `-version` for the static lock and for its companion lock-net, run
+    interleaved: what a server-backend run pays to start before its first request."""
+    net = os.path.join(os.path.dirname(lock), "lock-net")
+    if not os.access(net, os.X_OK):
+        net = os.path.join(os.path.dirname(lock), "..", "libexec", "lock", "lock-net")
+    times = {"lock": [], "lock-net": []}
+    for i in range(reps + 5):
+        for name, argv in ([("lock", [lock, "-version"]), ("lock-net", [net, "-version"])][::1 if i % 2 else -1]):
+            ms, code = run(argv, {})
+            if code != 0:
+                sys.exit(f"{name} -version failed (exit {code})")
+            if i >= 5:
+                times[name].append(ms)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def contended(argv, env, contenders, rounds):
     """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once."""
     go_r, go_w = os.pipe()
@@ -182,6 +199,10 @@ def main():
             calls, connections = round_trips(etcd, argv, env)
             listed = ", ".join(f"{m} {n}" if n > 1 else m for m, n in sorted(calls.items()))
             print(f"   {name:14} {sum(calls.values())} calls on {connections} connection(s): {listed}")
+        start = startup(a.lock, 300)
+        print(f"\n== Start-up, -version, 300 runs each interleaved, median: static lock "
+              f"{start['lock']:.2f} ms, lock-net {start['lock-net']:.2f} ms "
+              f"(+{start['lock-net'] - start['lock']:.2f} ms)")
         med = {t: statistics.median(v) for t, v in wall.items()}
         rate = {t: statistics.median(v) for t, v in rates.items()}
         print("\n== Summary: lock against etcdctl lock (peer) and the floor")
@@ -193,6 +214,9 @@ def main():
               f"{rate['lock'] / rate['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
         print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['etcdctl lock']:>9.1f}"
               f"{rss['lock'] / rss['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
+        print(f"   {'start-up (-version), ms':<34}{start['lock-net']:>9.2f}{'-':>9}{'-':>8}"
+              f"{start['lock']:>9.2f}{start['lock-net'] / start['lock']:>8.2f}x"
+              "   (floor: the static lock)")
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

@@ -3,7 +3,7 @@
 set -eu
 
 packages="g++ cmake make pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev doctest-dev
-          python3 tmux util-linux procps groff-base zsh fish openssl libcurl4-openssl-dev strace"
+          python3 tmux util-linux procps groff-base zsh fish openssl libssl-dev libboost-dev strace"
 # The etcd backend's tests run a real etcd and etcdctl lock beside lock.
 packages="$packages etcd-server etcd-client"
 # The ZooKeeper backend builds on the C client; its tests run a real ZooKeeper, Apache Curator's

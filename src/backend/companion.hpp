@@ -1,8 +1,9 @@
 #pragma once
 // The shipped `lock` is linked statically and carries only the local backend, so that a local
 // lock starts without loading any library. Each server backend lives in a companion, the same
-// program linked dynamically with that backend's libraries only: `lock-net` for Consul and etcd
-// (libcurl), `lock-zookeeper` for ZooKeeper (its C client). `lock` hands over to it by exec,
+// program linked dynamically (host names are resolved through glibc's NSS) with that backend's
+// code only: `lock-net` for Consul and etcd (HTTP, with OpenSSL), `lock-zookeeper` for ZooKeeper
+// (its C client). `lock` hands over to it by exec,
 // keeping its PID, arguments and environment, before it has started anything.
 #include <string>
 

@@ -7,7 +7,7 @@ using lk::HttpResponse;
 TEST_CASE("a status reads as the server put it, or as the standard names it") {
   HttpResponse r;
   r.status = 503;
-  CHECK(r.status_text() == "503 Service Unavailable");  // HTTP/2 sends no reason phrase
+  CHECK(r.status_text() == "503 Service Unavailable");  // a server may leave the reason out
   r.reason = std::string("No Leader");
   CHECK(r.status_text() == "503 No Leader");
   r = {};

@@ -146,7 +146,8 @@ void EtcdClient::watch(const json& create_request,
                        const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake) {
   LineSplitter lines;
   std::string start;  // the first bytes, for the message when the status is not 200
-  std::exception_ptr failure;  // exceptions must not cross libcurl's C frames
+  // Kept until the stream ends, so that the catches below see only the HTTP client's errors.
+  std::exception_ptr failure;
   auto on_data = [&](std::string_view data) {
     if (start.size() < 256) start.append(data.substr(0, 256 - start.size()));
     try {

@@ -1,0 +1,170 @@
+#include "net/connection.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace lk {
+namespace {
+
+std::string system_error(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+// A connected socket; an empty one when the wait was cut short. Throws with errno's reason.
+UniqueFd connect_socket(int family, const sockaddr* to, socklen_t length, IoWait& wait) {
+  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) throw NetworkError(system_error("socket", errno));
+  if (connect(fd.get(), to, length) == 0) return fd;
+  if (errno != EINPROGRESS) throw NetworkError(std::strerror(errno));
+  if (!wait.ready(fd.get(), POLLOUT)) return {};
+  int err = 0;
+  socklen_t size = sizeof err;
+  getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &size);
+  if (err != 0) throw NetworkError(std::strerror(err));
+  return fd;
+}
+
+UniqueFd connect_unix(const std::string& path, IoWait& wait) {
+  sockaddr_un to{};
+  to.sun_family = AF_UNIX;
+  if (path.size() >= sizeof to.sun_path) throw NetworkError("the socket path " + path + " is too long");
+  std::memcpy(to.sun_path, path.data(), path.size());
+  try {
+    return connect_socket(AF_UNIX, reinterpret_cast<sockaddr*>(&to), sizeof to, wait);
+  } catch (const NetworkError& e) {
+    throw NetworkError("cannot connect to " + path + ": " + e.what());
+  }
+}
+
+// Each of the host's addresses in turn, as the resolver orders them.
+UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& wait) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    throw NetworkError("cannot resolve " + host + ": " + gai_strerror(rc));
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
+  std::string why;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    try {
+      UniqueFd fd = connect_socket(a->ai_family, a->ai_addr, a->ai_addrlen, wait);
+      if (fd) {
+        int on = 1;  // requests are small and each waits for its answer
+        setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+      }
+      return fd;
+    } catch (const NetworkError& e) {
+      why = e.what();
+    }
+  }
+  throw NetworkError("cannot connect to " + host + " port " + port + ": " + why);
+}
+
+}  // namespace
+
+template <class Call>
+int Connection::tls_call(Call call, IoWait& wait, const char* what) {
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    int n = call();
+    if (n > 0) return n;
+    switch (SSL_get_error(ssl_.get(), n)) {
+      case SSL_ERROR_WANT_READ:
+        if (!wait.ready(fd_.get(), POLLIN)) return -1;
+        break;
+      case SSL_ERROR_WANT_WRITE:
+        if (!wait.ready(fd_.get(), POLLOUT)) return -1;
+        break;
+      case SSL_ERROR_ZERO_RETURN:
+        return 0;
+      case SSL_ERROR_SYSCALL:
+        throw ConnectionLost(errno ? system_error(what, errno) : tls_error(what));
+      default:
+        throw ConnectionLost(tls_error(what));
+    }
+  }
+}
+
+std::unique_ptr<Connection> Connection::open(const ServerAddress& address, const TlsContext* tls,
+                                             IoWait& wait) {
+  UniqueFd fd = address.unix_socket.empty() ? connect_tcp(address.host, address.port, wait)
+                                            : connect_unix(address.unix_socket, wait);
+  if (!fd) return nullptr;
+  if (!address.tls) return std::unique_ptr<Connection>(new Connection(std::move(fd), nullptr));
+  Ssl ssl = tls->session(fd.get(), address.tls_name);
+  std::unique_ptr<Connection> c(new Connection(std::move(fd), std::move(ssl)));
+  try {
+    if (c->tls_call([&] { return SSL_do_handshake(c->ssl_.get()); }, wait, "TLS handshake") < 0)
+      return nullptr;
+  } catch (const ConnectionLost& e) {
+    long verified = SSL_get_verify_result(c->ssl_.get());
+    if (verified != X509_V_OK)
+      throw NetworkError("the server's certificate is not trusted: " +
+                         std::string(X509_verify_cert_error_string(verified)));
+    throw NetworkError(e.what());
+  }
+  return c;
+}
+
+bool Connection::write_all(std::string_view data, IoWait& wait) {
+  while (!data.empty()) {
+    long n;
+    if (ssl_) {
+      int size = static_cast<int>(std::min<std::size_t>(data.size(), 1 << 30));
+      n = tls_call([&] { return SSL_write(ssl_.get(), data.data(), size); }, wait, "TLS write");
+      if (n == 0) throw ConnectionLost("the server closed the connection");
+    } else {
+      n = send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        if (errno == EAGAIN && !wait.ready(fd_.get(), POLLOUT)) return false;
+        continue;
+      }
+      if (n < 0) throw ConnectionLost(system_error("send", errno));
+    }
+    if (n < 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::optional<std::size_t> Connection::read_some(char* buffer, std::size_t size, IoWait& wait) {
+  if (ssl_) {
+    int n = tls_call([&] { return SSL_read(ssl_.get(), buffer, static_cast<int>(size)); }, wait,
+                     "TLS read");
+    if (n < 0) return std::nullopt;
+    return static_cast<std::size_t>(n);
+  }
+  for (;;) {
+    ssize_t n = recv(fd_.get(), buffer, size, 0);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) throw ConnectionLost(system_error("recv", errno));
+    if (!wait.ready(fd_.get(), POLLIN)) return std::nullopt;
+  }
+}
+
+bool Connection::still_open() {
+  pollfd p{fd_.get(), POLLIN, 0};
+  if (poll(&p, 1, 0) == 0) return true;  // nothing came: neither a close nor anything else
+  if (!ssl_) return false;
+  // TLS may have sent records of its own (session tickets): those leave it usable.
+  char byte;
+  ERR_clear_error();
+  int n = SSL_peek(ssl_.get(), &byte, 1);
+  bool usable = n <= 0 && SSL_get_error(ssl_.get(), n) == SSL_ERROR_WANT_READ;
+  ERR_clear_error();
+  return usable;
+}
+
+}  // namespace lk
