@@ -7,11 +7,17 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <thread>
 
 namespace lk {
 namespace {
@@ -44,23 +50,66 @@ UniqueFd connect_unix(const std::string& path, IoWait& wait) {
   }
 }
 
-// Each of the host's addresses in turn, as the resolver orders them.
-UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& wait) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
+// A host's addresses, as the resolver orders them.
+struct Lookup {
+  std::string host, port;
+  std::atomic<bool> finished{false};
+  int rc = 0;
   addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    throw NetworkError("cannot resolve " + host + ": " + gai_strerror(rc));
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
+  UniqueFd done{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  ~Lookup() {
+    if (found) freeaddrinfo(found);
+  }
+
+  int run(int flags) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = flags;
+    return getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+  }
+};
+
+// nullptr when the wait was cut short. An address in numbers needs no resolver; a name is looked
+// up on a thread of its own, so that a resolver that does not answer keeps to the request's
+// deadline and our descriptors still cut the wait short (the thread then ends by itself).
+std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port, IoWait& wait) {
+  auto lookup = std::make_shared<Lookup>();
+  lookup->host = host;
+  lookup->port = port;
+  lookup->rc = lookup->run(AI_NUMERICHOST);
+  if (lookup->rc == EAI_NONAME) {
+    if (!lookup->done) throw NetworkError(system_error("eventfd", errno));
+    std::thread([lookup] {
+      lookup->rc = lookup->run(0);
+      lookup->finished.store(true, std::memory_order_release);
+      std::uint64_t one = 1;
+      (void)!write(lookup->done.get(), &one, sizeof one);
+    }).detach();
+    while (!lookup->finished.load(std::memory_order_acquire))
+      if (!wait.ready(lookup->done.get(), POLLIN)) return nullptr;
+  }
+  if (lookup->rc != 0) throw NetworkError("cannot resolve " + host + ": " + gai_strerror(lookup->rc));
+  return lookup;
+}
+
+// Each of the host's addresses in turn.
+UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& wait) {
+  auto lookup = resolve(host, port, wait);
+  if (!lookup) return {};
+  addrinfo* found = lookup->found;
   std::string why;
   for (addrinfo* a = found; a; a = a->ai_next) {
     try {
       UniqueFd fd = connect_socket(a->ai_family, a->ai_addr, a->ai_addrlen, wait);
       if (fd) {
-        int on = 1;  // requests are small and each waits for its answer
+        int on = 1, idle = 60, interval = 60;  // requests are small and each waits for its answer
         setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        // A watch is silent for as long as nothing changes: a connection that died without a
+        // word (a NAT forgot it) is found by probes after a minute, not the kernel's two hours.
         setsockopt(fd.get(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd.get(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
       }
       return fd;
     } catch (const NetworkError& e) {
@@ -70,10 +119,41 @@ UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& w
   throw NetworkError("cannot connect to " + host + " port " + port + ": " + why);
 }
 
+// OpenSSL writes with write(2), which raises SIGPIPE on a connection the server reset. A run
+// ignores SIGPIPE, `-status` does not: the signal is held back in this thread while OpenSSL works,
+// and one raised meanwhile is taken off again.
+class SigpipeHeld {
+ public:
+  SigpipeHeld() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE);
+  }
+  ~SigpipeHeld() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE)) {
+      timespec now{};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeHeld(const SigpipeHeld&) = delete;
+  SigpipeHeld& operator=(const SigpipeHeld&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_;
+};
+
 }  // namespace
 
 template <class Call>
 int Connection::tls_call(Call call, IoWait& wait, const char* what) {
+  SigpipeHeld held;
   for (;;) {
     ERR_clear_error();
     errno = 0;
@@ -105,8 +185,9 @@ std::unique_ptr<Connection> Connection::open(const ServerAddress& address, const
   Ssl ssl = tls->session(fd.get(), address.tls_name);
   std::unique_ptr<Connection> c(new Connection(std::move(fd), std::move(ssl)));
   try {
-    if (c->tls_call([&] { return SSL_do_handshake(c->ssl_.get()); }, wait, "TLS handshake") < 0)
-      return nullptr;
+    int done = c->tls_call([&] { return SSL_do_handshake(c->ssl_.get()); }, wait, "TLS handshake");
+    if (done < 0) return nullptr;
+    if (done == 0) throw ConnectionLost("the server closed the connection during the TLS handshake");
   } catch (const ConnectionLost& e) {
     long verified = SSL_get_verify_result(c->ssl_.get());
     if (verified != X509_V_OK)

@@ -93,17 +93,21 @@ std::string HttpClient::request_text(const std::string& method, const std::strin
 
 // Sends the request and reads the reply on the kept connection, or on a new one when there is
 // none or the server closed the kept one. False when the wait was cut short.
-bool HttpClient::exchange(const std::string& request, ResponseReader& reader, IoWait& wait) {
+bool HttpClient::exchange(const std::string& request, ResponseReader& reader, IoWait& wait,
+                          Deadline sent_by, Deadline answered_by) {
   if (connection_ && !connection_->still_open()) connection_.reset();
   bool reused = connection_ != nullptr;
   for (;;) {
+    wait.set_deadline(sent_by);
     try {
       if (!connection_) {
         if (address_.tls && !tls_) tls_ = std::make_unique<TlsContext>(endpoint_.tls);
         connection_ = Connection::open(address_, tls_.get(), wait);
         if (!connection_) return false;
       }
-      if (!connection_->write_all(request, wait) || !read_reply(reader, wait)) {
+      bool sent = connection_->write_all(request, wait);
+      wait.set_deadline(answered_by);
+      if (!sent || !read_reply(reader, wait)) {
         connection_.reset();  // what is left of the reply would come before the next one
         return false;
       }
@@ -148,12 +152,13 @@ std::optional<HttpResponse> HttpClient::request_until(
     const std::string& method, const std::string& path, const std::string& body,
     std::chrono::milliseconds timeout, const std::vector<std::string>& headers,
     const std::vector<int>& wake_fds, const std::function<bool()>& keep_going) {
-  IoWait wait(Deadline::after(std::max(timeout, std::chrono::milliseconds(1))), wake_fds, keep_going);
+  Deadline by = Deadline::after(std::max(timeout, std::chrono::milliseconds(1)));
+  IoWait wait(by, wake_fds, keep_going);
   HttpResponse response;
   ResponseReader reader(
       response, [&](std::string_view data) { response.body.append(data); return true; },
       kMaxReplyBody, method == "HEAD");
-  if (!exchange(request_text(method, path, body, headers), reader, wait)) return std::nullopt;
+  if (!exchange(request_text(method, path, body, headers), reader, wait, by, by)) return std::nullopt;
   return response;
 }
 
@@ -161,10 +166,11 @@ long HttpClient::stream(const std::string& method, const std::string& path, cons
                         const std::function<bool(std::string_view)>& on_data,
                         const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
                         const std::vector<std::string>& headers) {
-  IoWait wait(Deadline::never(), wake_fds, keep_going);
+  Deadline sent_by = Deadline::after(kStreamSendTimeout);
+  IoWait wait(sent_by, wake_fds, keep_going);
   HttpResponse head;
   ResponseReader reader(head, on_data, std::nullopt);
-  exchange(request_text(method, path, body, headers), reader, wait);
+  exchange(request_text(method, path, body, headers), reader, wait, sent_by, Deadline::never());
   return head.status;
 }
 

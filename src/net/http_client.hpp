@@ -13,6 +13,7 @@
 #include "net/http_response.hpp"
 #include "net/tls.hpp"
 #include "net/wake.hpp"
+#include "util/deadline.hpp"
 
 namespace lk {
 
@@ -25,7 +26,11 @@ struct Endpoint {
 
 class ResponseReader;
 
-// Its messages say what went wrong, not where: the caller names the server and the request.
+constexpr std::chrono::seconds kStreamSendTimeout{30};
+
+// Its messages say what went wrong, not where: the caller names the server and the request. A
+// request sent on a kept connection that the server closes without answering goes once more on
+// a new one, as libcurl and browsers do: the server may then see it twice.
 class HttpClient {
  public:
   // Throws Error when the base URL is not one.
@@ -42,6 +47,7 @@ class HttpClient {
 
   // Sends a request whose answer is a stream: each piece of the body goes to `on_data` as it
   // arrives, until the server ends it, `on_data` returns false, or `keep_going` returns false.
+  // Connecting and sending must be done within kStreamSendTimeout; the answer has no deadline.
   // `keep_going` is asked whenever one of `wake_fds` is readable, and at least once a second.
   // Returns the status (0 when none came); throws NetworkError when the connection failed.
   long stream(const std::string& method, const std::string& path, const std::string& body,
@@ -62,7 +68,8 @@ class HttpClient {
  private:
   std::string request_text(const std::string& method, const std::string& path,
                            const std::string& body, const std::vector<std::string>& headers) const;
-  bool exchange(const std::string& request, ResponseReader& reader, IoWait& wait);
+  bool exchange(const std::string& request, ResponseReader& reader, IoWait& wait, Deadline sent_by,
+                Deadline answered_by);
   bool read_reply(ResponseReader& reader, IoWait& wait);
 
   Endpoint endpoint_;

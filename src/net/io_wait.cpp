@@ -30,7 +30,7 @@ bool IoWait::ready(int fd, short events) {
     int n = poll(fds.data(), fds.size(), static_cast<int>(std::max(slice, milliseconds(1)).count()));
     if (n < 0 && errno != EINTR) throw NetworkError(std::string("poll: ") + std::strerror(errno));
     bool woken = false;
-    for (std::size_t i = 1; i < fds.size(); ++i) woken |= (fds[i].revents & POLLIN) != 0;
+    for (std::size_t i = 1; i < fds.size(); ++i) woken |= fds[i].revents != 0;  // an error too
     auto now = Clock::now();
     if (woken || now - asked_ >= std::chrono::seconds(1)) {
       asked_ = now;

@@ -18,6 +18,8 @@ class IoWait {
   // to stop; throws NetworkError once the deadline has passed.
   bool ready(int fd, short events);
 
+  void set_deadline(Deadline deadline) { deadline_ = deadline; }
+
  private:
   Deadline deadline_;
   Clock::time_point started_;

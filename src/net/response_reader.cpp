@@ -60,8 +60,9 @@ class ResponseReader::Parser : public http::basic_parser<false> {
     r_.head_.headers[key] = trimmed(value);
   }
   void on_header_impl(error_code& ec) override {
-    auto length = content_length();  // refused before its first byte
-    if (length && r_.body_limit_ && *length > *r_.body_limit_) ec = http::error::body_limit;
+    // Refused before its first byte; a reply with no body (to HEAD, a 204) has nothing to refuse.
+    auto length = content_length();
+    if (!is_done() && length && r_.body_limit_ && *length > *r_.body_limit_) ec = http::error::body_limit;
   }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
   std::size_t on_body_impl(string_view body, error_code& ec) override { return take(body, ec); }
@@ -128,7 +129,7 @@ void ResponseReader::parse() {
 
 void ResponseReader::end_of_stream() {
   if (done()) return;
-  if (!started_) fail("the connection closed without a reply");
+  if (!parser_->got_some()) fail("the connection closed without a reply");  // or after a 1xx
   error_code ec;
   parser_->put_eof(ec);
   if (ec || !parser_->is_done()) fail("the connection closed before the reply ended");

@@ -71,7 +71,9 @@ class ScriptedServer {
     thread_.join();
   }
 
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url(const std::string& host = "127.0.0.1") const {
+    return "http://" + host + ":" + std::to_string(port_);
+  }
   int connections() const { return accepted_; }
 
  private:
@@ -99,7 +101,9 @@ TEST_CASE("one connection carries one request after another") {
   ScriptedServer server({[](int fd) {
     for (int i = 0; i < 3; ++i) reply(fd, "r" + std::to_string(i) + ":" + read_request(fd).substr(0, 6));
   }});
-  HttpClient client({server.url(), "", {}});
+  // A name, looked up by the resolver (on a thread of its own); it may give ::1 first, where no
+  // one listens, and then 127.0.0.1.
+  HttpClient client({server.url("localhost"), "", {}});
   for (int i = 0; i < 3; ++i) CHECK(client.request("PUT", "/k", "v", 5s).body == "r" + std::to_string(i) + ":PUT /k");
   CHECK(server.connections() == 1);
 }
@@ -188,4 +192,19 @@ TEST_CASE("addresses that are not URLs are refused before any connection") {
     CHECK_THROWS_AS(HttpClient({bad, "", {}}), lk::Error);
   }
   CHECK_NOTHROW(HttpClient({"https://[::1]:2379/base", "", {}}));
+}
+
+TEST_CASE("a server that closes during the TLS handshake is an error that says so") {
+  ScriptedServer server({[](int fd) {
+    char hello[512];
+    CHECK(read(fd, hello, sizeof hello) > 0);  // the ClientHello, left unanswered
+  }});
+  std::string url = server.url();
+  HttpClient client({"https" + url.substr(4), "", {}});
+  try {
+    client.request("GET", "/", "", 5s);
+    FAIL("no error");
+  } catch (const lk::NetworkError& e) {
+    CHECK(std::string(e.what()).find("TLS handshake") != std::string::npos);
+  }
 }

@@ -66,8 +66,18 @@ TEST_CASE("what is not HTTP, breaks off, or is too large is an error") {
     CHECK_THROWS_AS(r.end_of_stream(), lk::NetworkError);
   }
   {
+    ResponseReader r(head, sink, lk::kMaxReplyBody);
+    r.feed("HTTP/1.1 100 Continue\r\n\r\n");
+    CHECK_THROWS_AS(r.end_of_stream(), lk::NetworkError);  // a 1xx is not the reply
+  }
+  {
     ResponseReader r(head, sink, 4);
     CHECK_THROWS_AS(r.feed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"), lk::ReplyTooLarge);
+  }
+  {
+    ResponseReader r(head, sink, 4, true);  // a reply to HEAD names a length it does not send
+    r.feed("HTTP/1.1 200 OK\r\nContent-Length: 99999999\r\n\r\n");
+    CHECK(r.done());
   }
   {
     ResponseReader r(head, sink, 4);
