@@ -188,10 +188,11 @@ class StuckLockTest(QueueCase):
     or a stopping signal, and leaves nothing of the run that gave up."""
 
     def ofd_lock(self, path):
-        """Holds path's lock as a stopped lock would, for the rest of the test."""
+        """Holds path's lock as a stopped lock would, for the rest of the test. A running lock
+        holds it only for moments, so this waits for the next of them to end."""
         fd = os.open(path, os.O_RDWR)
         self.addCleanup(os.close, fd)
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, 0, 0, 0, 0))
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, 0, 0, 0, 0))
 
     def test_a_stuck_fencing_counter_ends_with_the_timeout_and_leaves_nothing(self):
         self.assertEqual(self.run_lock("other", "true").returncode, 0)  # makes the counter
