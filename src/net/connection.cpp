@@ -56,7 +56,7 @@ struct Lookup {
   std::atomic<bool> finished{false};
   int rc = 0;
   addrinfo* found = nullptr;
-  UniqueFd done{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  UniqueFd done;  // written by the resolver's thread, when there is one
   ~Lookup() {
     if (found) freeaddrinfo(found);
   }
@@ -79,6 +79,7 @@ std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port
   lookup->port = port;
   lookup->rc = lookup->run(AI_NUMERICHOST);
   if (lookup->rc == EAI_NONAME) {
+    lookup->done.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!lookup->done) throw NetworkError(system_error("eventfd", errno));
     std::thread([lookup] {
       lookup->rc = lookup->run(0);
@@ -97,9 +98,8 @@ std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port
 UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& wait) {
   auto lookup = resolve(host, port, wait);
   if (!lookup) return {};
-  addrinfo* found = lookup->found;
   std::string why;
-  for (addrinfo* a = found; a; a = a->ai_next) {
+  for (addrinfo* a = lookup->found; a; a = a->ai_next) {
     try {
       UniqueFd fd = connect_socket(a->ai_family, a->ai_addr, a->ai_addrlen, wait);
       if (fd) {
