@@ -35,18 +35,25 @@ EnvVars EtcdHold::child_env() const {
           {"LOCK_KEY", me_.key}};
 }
 
-void EtcdHold::stop_watch() {
+void EtcdHold::stop_watch_soon() {
   std::uint64_t one = 1;
   (void)!write(stop_watch_.get(), &one, sizeof one);
+}
+
+void EtcdHold::stop_watch() {
+  stop_watch_soon();
   if (watcher_.joinable()) watcher_.join();
 }
 
 // Revoking the lease deletes our key with it, in the same write: one write to etcd's disk less
 // than a delete and a revoke, on every run. One budget for the whole of it, however etcd fares.
+// The watch is told to end first, and joined after: it winds down during the revoke's round
+// trip, and the deletion it may still see is ours.
 void EtcdHold::release() {
   Deadline budget = Deadline::after(kReleaseBudget);
-  stop_watch();
+  stop_watch_soon();
   lease_->revoke(budget);
+  stop_watch();
 }
 
 // Runs until told to stop. The first stream starts just after `held_at`, the read that showed us
@@ -83,6 +90,7 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
                           (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
         for (const WatchEvent& event : m.events) {
           if (event.deleted) {
+            if (stopping()) return false;  // our own revoke
             keeper.lose("our key " + me_.key + " was deleted (lease revoked or expired, or removed by hand)");
             return false;
           }

@@ -25,6 +25,7 @@ class EtcdHold : public LeasedHold {
  private:
   LeaseKeeper& keeper() const override { return lease_->keeper(); }
   void watch_own_key(std::int64_t held_at);
+  void stop_watch_soon();
   void stop_watch();
 
   EtcdConfig config_;

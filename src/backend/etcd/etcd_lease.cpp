@@ -61,12 +61,23 @@ EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
 
 EtcdLease::~EtcdLease() { revoke(Deadline::after(kReleaseBudget)); }
 
+// Renewals stop first (one in flight ends at once). The keeper's thread is joined only once the
+// revoke is answered: it winds down during the round trip, not before it.
 void EtcdLease::revoke(Deadline budget) {
   if (revoked_) return;
   revoked_ = true;
   std::uint64_t one = 1;
   (void)!write(stopping_.get(), &one, sizeof one);
+  keeper_->stop_soon();
+  std::optional<std::string> failure = send_revoke(budget);
   keeper_->stop();
+  if (failure)
+    fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n", *failure,
+               id_, format_go_duration(ttl_));
+}
+
+// What went wrong, if the lease may still be there.
+std::optional<std::string> EtcdLease::send_revoke(Deadline budget) {
   std::string failure;
   Backoff backoff(std::chrono::milliseconds(50), std::chrono::milliseconds(500));
   while (true) {
@@ -74,23 +85,19 @@ void EtcdLease::revoke(Deadline budget) {
       client_.call("lease revoke", "/v3/lease/revoke", {{"ID", std::to_string(id_)}},
                    budget.left(kReleaseBudget), decode_header);
       verbose("revoked lease {:x}", id_);
-      return;
+      return std::nullopt;
     } catch (const EtcdError& e) {
-      if (e.code == 5) return;  // NotFound: expired or revoked by someone else, gone all the same
-      failure = e.what();
-      break;  // etcd said no (permissions, say): asking again changes nothing
+      if (e.code == 5) return std::nullopt;  // NotFound: expired or revoked by someone else, gone all the same
+      return e.what();  // etcd said no (permissions, say): asking again changes nothing
     } catch (const NetworkError& e) {  // 5xx or no answer: worth another try while time is left
       failure = e.what();
     } catch (const Error& e) {
-      failure = e.what();
-      break;
+      return e.what();
     }
     auto pause = backoff.next();
-    if (budget.left(kReleaseBudget) <= pause) break;
+    if (budget.left(kReleaseBudget) <= pause) return failure;
     std::this_thread::sleep_for(pause);
   }
-  fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n", failure,
-             id_, format_go_duration(ttl_));
 }
 
 }  // namespace lk

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "backend/etcd/etcd_client.hpp"
 #include "backend/lease/lease_keeper.hpp"
@@ -33,6 +35,8 @@ class EtcdLease {
   void revoke(Deadline budget);
 
  private:
+  std::optional<std::string> send_revoke(Deadline budget);
+
   EtcdClient client_;  // the owner's thread's; the keeper has one of its own
   std::int64_t id_ = 0;
   std::chrono::seconds ttl_;

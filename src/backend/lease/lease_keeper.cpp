@@ -32,12 +32,16 @@ LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew
 
 LeaseKeeper::~LeaseKeeper() { stop(); }
 
-void LeaseKeeper::stop() {
+void LeaseKeeper::stop_soon() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
+}
+
+void LeaseKeeper::stop() {
+  stop_soon();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -52,7 +52,8 @@ class LeaseKeeper {
   // lease-safe deadline), as of the last acknowledged renewal.
   Deadline stop_by() const;
   Deadline dead_by() const;
-  void stop();  // no more renewals; returns once the thread is gone
+  void stop_soon();  // no more renewals; returns at once
+  void stop();       // no more renewals; returns once the thread is gone
 
  private:
   void run();
