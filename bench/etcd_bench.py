@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,8 +60,16 @@ def startup(lock, reps):
     return {name: statistics.median(v) for name, v in times.items()}
 
 
-def contended(argv, env, contenders, rounds):
-    """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once."""
+def cpu_seconds(pid):
+    """User and system CPU a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def contended(argv, env, contenders, rounds, server_pid):
+    """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once;
+    with the CPU each acquisition cost the clients (the tool and its child) and the server."""
     go_r, go_w = os.pipe()
     pids = []
     for _ in range(contenders):
@@ -72,10 +81,16 @@ def contended(argv, env, contenders, rounds):
             os._exit(1 if failed else 0)
         pids.append(pid)
     os.close(go_r)
+    clients = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server = cpu_seconds(server_pid)
     t0 = time.perf_counter()
     os.close(go_w)  # everyone starts now
     ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
-    return contenders * rounds / (time.perf_counter() - t0), ok
+    took = time.perf_counter() - t0
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    n = contenders * rounds
+    client_ms = (done.ru_utime + done.ru_stime - clients.ru_utime - clients.ru_stime) / n * 1e3
+    return n / took, ok, client_ms, (cpu_seconds(server_pid) - server) / n * 1e3
 
 
 def grpc_calls(url):
@@ -182,16 +197,24 @@ def main():
         print(f"\n== Contended: {a.contenders} contenders x {a.rounds} rounds, acquisitions/s, "
               f"{a.trials} trials, median")
         rates = {t: [] for t in tools}
+        cpu = {t: {"client": [], "etcd": []} for t in tools}
         for _ in range(a.trials):
             for name, argv in tools.items():
-                rate, ok = contended(argv, env, a.contenders, a.rounds)
+                rate, ok, client_ms, etcd_ms = contended(argv, env, a.contenders, a.rounds, etcd.proc.pid)
                 if not ok:
                     sys.exit(f"{name} failed under contention")
                 rates[name].append(rate)
+                cpu[name]["client"].append(client_ms)
+                cpu[name]["etcd"].append(etcd_ms)
         for name in tools:
             print(f"   {name:14} {statistics.median(rates[name]):7.1f}/s   "
                   f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
         print(f"   lock/etcdctl: {statistics.median(rates['lock']) / statistics.median(rates['etcdctl lock']):.1f}x")
+        print("   CPU per acquisition, median: the tool with its child, and etcd serving it "
+              f"(both share {os.cpu_count()} CPUs)")
+        for name in tools:
+            print(f"   {name:14} {statistics.median(cpu[name]['client']):6.2f} ms + etcd "
+                  f"{statistics.median(cpu[name]['etcd']):6.2f} ms")
 
         print("\n== Round trips of one uncontended run: calls etcd started (its own counters), "
               "TCP connections")
@@ -212,6 +235,10 @@ def main():
               f"{floor_ms:>9.2f}{lock / floor_ms:>8.2f}x")
         print(f"   {'contended, acquisitions/s':<34}{rate['lock']:>9.1f}{rate['etcdctl lock']:>9.1f}"
               f"{rate['lock'] / rate['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
+        for side in ("client", "etcd"):
+            mine, theirs = (statistics.median(cpu[t][side]) for t in tools)
+            label = "contended CPU/acq., " + ("tool, ms" if side == "client" else "etcd, ms")
+            print(f"   {label:<34}{mine:>9.2f}{theirs:>9.2f}{mine / theirs:>7.2f}x{'-':>9}{'-':>9}")
         print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['etcdctl lock']:>9.1f}"
               f"{rss['lock'] / rss['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
         print(f"   {'start-up (-version), ms':<34}{start['lock-net']:>9.2f}{'-':>9}{'-':>8}"

@@ -94,12 +94,39 @@ std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port
   return lookup;
 }
 
-// Each of the host's addresses in turn.
+// As Go's dialer does: every address but the last gets an even share of the time left, and at
+// least 2 s, so that one that drops packets (an IPv6 route that leads nowhere, say) cannot use up
+// the whole request before the next is tried.
+Deadline share_of(const Deadline& whole, int addresses_left) {
+  if (addresses_left <= 1 || whole.is_never()) return whole;
+  auto left = whole.left(std::chrono::milliseconds::max());
+  auto share = std::max<std::chrono::milliseconds>(left / addresses_left, std::chrono::seconds(2));
+  return Deadline::earlier(whole, Deadline::after(share));
+}
+
 UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& wait) {
   auto lookup = resolve(host, port, wait);
   if (!lookup) return {};
-  std::string why;
-  for (addrinfo* a = lookup->found; a; a = a->ai_next) {
+  try {
+    return connect_any(lookup->found, wait);
+  } catch (const NetworkError& e) {
+    throw NetworkError("cannot connect to " + host + " port " + port + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+UniqueFd connect_any(const addrinfo* addresses, IoWait& wait) {
+  int left = 0;
+  for (const addrinfo* a = addresses; a; a = a->ai_next) ++left;
+  struct Restore {  // the request's own deadline, once the connection is made or not
+    IoWait& wait;
+    Deadline whole;
+    ~Restore() { wait.set_deadline(whole); }
+  } restore{wait, wait.deadline()};
+  std::string why = "no address";
+  for (const addrinfo* a = addresses; a; a = a->ai_next, --left) {
+    wait.set_deadline(share_of(restore.whole, left));
     try {
       UniqueFd fd = connect_socket(a->ai_family, a->ai_addr, a->ai_addrlen, wait);
       if (fd) {
@@ -116,8 +143,10 @@ UniqueFd connect_tcp(const std::string& host, const std::string& port, IoWait& w
       why = e.what();
     }
   }
-  throw NetworkError("cannot connect to " + host + " port " + port + ": " + why);
+  throw NetworkError(why);
 }
+
+namespace {
 
 // OpenSSL writes with write(2), which raises SIGPIPE on a connection the server reset. A run
 // ignores SIGPIPE, `-status` does not: the signal is held back in this thread while OpenSSL works,

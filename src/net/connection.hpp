@@ -13,6 +13,8 @@
 #include "net/wake.hpp"
 #include "util/unique_fd.hpp"
 
+struct addrinfo;
+
 namespace lk {
 
 // Where a server listens, as a URL and the options named it.
@@ -27,6 +29,10 @@ struct ServerAddress {
 struct ConnectionLost : NetworkError {
   using NetworkError::NetworkError;
 };
+
+// A connected TCP socket to the first of `addresses` that answers; an empty one when the wait
+// was cut short. Throws NetworkError with the last address's reason when none answers.
+UniqueFd connect_any(const addrinfo* addresses, IoWait& wait);
 
 class Connection {
  public:

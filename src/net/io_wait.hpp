@@ -18,6 +18,7 @@ class IoWait {
   // to stop; throws NetworkError once the deadline has passed.
   bool ready(int fd, short events);
 
+  Deadline deadline() const { return deadline_; }
   void set_deadline(Deadline deadline) { deadline_ = deadline; }
 
  private:

@@ -35,6 +35,7 @@ class Deadline {
   }
 
   bool passed() const { return at_ && Clock::now() >= *at_; }
+  bool is_never() const { return !at_; }
 
   // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.
   const timespec* remaining(timespec& storage) const {
