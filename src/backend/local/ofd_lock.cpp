@@ -30,6 +30,7 @@ struct Waiter {
   pthread_t thread{};
   bool started = false;
   std::atomic<int> result{-1};  // -1 pending, 0 locked, else errno
+  std::atomic<bool> finished{false};  // set last: from then on the thread touches nothing of ours
 
   static void* run(void* self_ptr) {
     auto* self = static_cast<Waiter*>(self_ptr);
@@ -42,16 +43,24 @@ struct Waiter {
     self->result.store(rc == 0 ? 0 : errno);
     uint64_t one = 1;
     (void)!write(self->done_fd, &one, sizeof one);
+    self->finished.store(true);
     return nullptr;
   }
 };
 
-// Cancels and joins every waiter; whatever lock a waiter took in the meantime stays with it.
+// Cancels and joins every waiter; whatever lock a waiter took in the meantime stays with it. One
+// that has finished is detached instead: the exit of its thread (0.1 ms) need not delay a holder.
 void stop_all(std::vector<Waiter>& waiters) {
   for (auto& w : waiters)
-    if (w.started) pthread_cancel(w.thread);
-  for (auto& w : waiters)
-    if (w.started) pthread_join(w.thread, nullptr), w.started = false;
+    if (w.started && !w.finished.load()) pthread_cancel(w.thread);
+  for (auto& w : waiters) {
+    if (!w.started) continue;
+    if (w.finished.load())
+      pthread_detach(w.thread);
+    else
+      pthread_join(w.thread, nullptr);
+    w.started = false;
+  }
 }
 
 void unlock_all(std::vector<Waiter>& waiters) {
