@@ -67,9 +67,28 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def contended(argv, env, contenders, rounds, server_pid):
+def settle(etcd, limit=30):
+    """Waits until etcd holds no lease: etcdctl leaves its own to expire, 10 s after its run, and
+    their expiry is work etcd does for it, not for whatever runs next."""
+    deadline = time.monotonic() + limit
+    while etcd.leases():
+        if time.monotonic() > deadline:
+            sys.exit(f"etcd still holds leases {limit} s after the runs")
+        time.sleep(0.2)
+
+
+def idle_rate(pid, seconds=2.0):
+    """CPU seconds per second the server spends with nothing to do."""
+    before, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+
+
+def contended(argv, env, contenders, rounds, etcd, idle):
     """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once;
-    with the CPU each acquisition cost the clients (the tool and its child) and the server."""
+    with the CPU each acquisition cost the clients (the tool, its child, the harness) and etcd,
+    the expiry of leases left behind included and etcd's idle use taken off."""
+    settle(etcd)
     go_r, go_w = os.pipe()
     pids = []
     for _ in range(contenders):
@@ -82,15 +101,17 @@ def contended(argv, env, contenders, rounds, server_pid):
         pids.append(pid)
     os.close(go_r)
     clients = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server = cpu_seconds(server_pid)
+    server = cpu_seconds(etcd.proc.pid)
     t0 = time.perf_counter()
     os.close(go_w)  # everyone starts now
     ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
     took = time.perf_counter() - t0
     done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    settle(etcd)
+    server = cpu_seconds(etcd.proc.pid) - server - idle * (time.perf_counter() - t0)
     n = contenders * rounds
     client_ms = (done.ru_utime + done.ru_stime - clients.ru_utime - clients.ru_stime) / n * 1e3
-    return n / took, ok, client_ms, (cpu_seconds(server_pid) - server) / n * 1e3
+    return n / took, ok, client_ms, max(server, 0) / n * 1e3
 
 
 def grpc_calls(url):
@@ -198,20 +219,25 @@ def main():
               f"{a.trials} trials, median")
         rates = {t: [] for t in tools}
         cpu = {t: {"client": [], "etcd": []} for t in tools}
+        settle(etcd)
+        idle = idle_rate(etcd.proc.pid)
+        # What the harness costs per run (fork, posix_spawn, wait), with /bin/true alone: taken off.
+        harness_ms = contended(["/bin/true"], env, a.contenders, a.rounds, etcd, idle)[2]
         for _ in range(a.trials):
             for name, argv in tools.items():
-                rate, ok, client_ms, etcd_ms = contended(argv, env, a.contenders, a.rounds, etcd.proc.pid)
+                rate, ok, client_ms, etcd_ms = contended(argv, env, a.contenders, a.rounds, etcd, idle)
                 if not ok:
                     sys.exit(f"{name} failed under contention")
                 rates[name].append(rate)
-                cpu[name]["client"].append(client_ms)
+                cpu[name]["client"].append(client_ms - harness_ms)
                 cpu[name]["etcd"].append(etcd_ms)
         for name in tools:
             print(f"   {name:14} {statistics.median(rates[name]):7.1f}/s   "
                   f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
         print(f"   lock/etcdctl: {statistics.median(rates['lock']) / statistics.median(rates['etcdctl lock']):.1f}x")
-        print("   CPU per acquisition, median: the tool with its child, and etcd serving it "
-              f"(both share {os.cpu_count()} CPUs)")
+        print("   CPU per acquisition, median: the tool itself (the harness and a run of /bin/true, "
+              "measured alone, taken off), and etcd "
+              f"serving it, expiry of leases left behind included (both share {os.cpu_count()} CPUs)")
         for name in tools:
             print(f"   {name:14} {statistics.median(cpu[name]['client']):6.2f} ms + etcd "
                   f"{statistics.median(cpu[name]['etcd']):6.2f} ms")

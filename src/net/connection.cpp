@@ -94,6 +94,13 @@ std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port
   return lookup;
 }
 
+std::string numeric_host(const addrinfo* a) {
+  char host[NI_MAXHOST];
+  if (getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return "?";
+  return host;
+}
+
 // As Go's dialer does: every address but the last gets an even share of the time left, and at
 // least 2 s, so that one that drops packets (an IPv6 route that leads nowhere, say) cannot use up
 // the whole request before the next is tried.
@@ -124,8 +131,8 @@ UniqueFd connect_any(const addrinfo* addresses, IoWait& wait) {
     Deadline whole;
     ~Restore() { wait.set_deadline(whole); }
   } restore{wait, wait.deadline()};
-  std::string why = "no address";
-  for (const addrinfo* a = addresses; a; a = a->ai_next, --left) {
+  std::string why;
+  for (const addrinfo* a = addresses; a && !restore.whole.passed(); a = a->ai_next, --left) {
     wait.set_deadline(share_of(restore.whole, left));
     try {
       UniqueFd fd = connect_socket(a->ai_family, a->ai_addr, a->ai_addrlen, wait);
@@ -140,10 +147,11 @@ UniqueFd connect_any(const addrinfo* addresses, IoWait& wait) {
       }
       return fd;
     } catch (const NetworkError& e) {
-      why = e.what();
+      // Every address's reason, named when there are several: the first may be the telling one.
+      why += (why.empty() ? "" : "; ") + (addresses->ai_next ? numeric_host(a) + ": " : "") + e.what();
     }
   }
-  throw NetworkError(why);
+  throw NetworkError(why.empty() ? "timed out" : why);
 }
 
 namespace {

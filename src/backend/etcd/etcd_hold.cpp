@@ -79,8 +79,10 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
             "range", "/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}},
             std::chrono::seconds(5), [&](std::string_view body) { return decode_range(body, me_.key); },
             &wake);
-        if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision)
+        if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision) {
+          if (stopping()) return;  // our own revoke
           return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
+        }
         seen_at = r.revision;
       }
       json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(seen_at + 1)}};
