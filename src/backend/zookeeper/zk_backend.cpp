@@ -166,10 +166,17 @@ class Contention {
           made = session_.create(path, data_, ZOO_EPHEMERAL_SEQUENTIAL, kRequestTimeout, &stat, &wake_);
         } catch (const ZkError& e) {
           // No parent: made as containers, which the server may reap again before our create
-          // lands (it runs its check on empty ones); then make them again, a few times.
+          // lands (it runs its check on empty ones), or before the next of them is made under
+          // it; then make them again, a few times.
           if (e.code != ZNONODE || ++parents_made > 5) throw;
           maybe_made = false;  // refused: nothing to look for
-          session_.create_parents(path, kRequestTimeout, &wake_);
+          try {
+            session_.create_parents(path, kRequestTimeout, &wake_);
+          } catch (const ZkError& reaped) {
+            // One reaped before the next was made under it: the next round makes it again. One
+            // that can never be made (a chroot that does not exist) is the error told.
+            if (reaped.code != ZNONODE || parents_made == 5) throw;
+          }
           continue;
         }
         verbose("queued as {} (czxid {})", printable(made), stat.czxid);
