@@ -31,7 +31,7 @@ struct ConnectionLost : NetworkError {
 };
 
 // A connected TCP socket to the first of `addresses` that answers; an empty one when the wait
-// was cut short. Throws NetworkError with the last address's reason when none answers.
+// was cut short. Throws NetworkError with every address's reason when none answers.
 UniqueFd connect_any(const addrinfo* addresses, IoWait& wait);
 
 class Connection {

@@ -23,6 +23,8 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds kRequestTimeout = 5s;
 // A watch that should have fired but did not (it cannot be lost, but a look costs little).
 constexpr int kLookAgainMs = 10'000;
+// How often a node's container parents are made again when the server reaps them meanwhile.
+constexpr int kParentRounds = 5;
 
 struct OwnNode {
   std::string path;
@@ -168,14 +170,14 @@ class Contention {
           // No parent: made as containers, which the server may reap again before our create
           // lands (it runs its check on empty ones), or before the next of them is made under
           // it; then make them again, a few times.
-          if (e.code != ZNONODE || ++parents_made > 5) throw;
+          if (e.code != ZNONODE || ++parents_made > kParentRounds) throw;
           maybe_made = false;  // refused: nothing to look for
           try {
             session_.create_parents(path, kRequestTimeout, &wake_);
           } catch (const ZkError& reaped) {
             // One reaped before the next was made under it: the next round makes it again. One
             // that can never be made (a chroot that does not exist) is the error told.
-            if (reaped.code != ZNONODE || parents_made == 5) throw;
+            if (reaped.code != ZNONODE || parents_made == kParentRounds) throw;
           }
           continue;
         }
