@@ -2,13 +2,13 @@
 
 #include <linux/close_range.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
@@ -103,13 +103,16 @@ Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdo
 
 std::vector<int> passed_down_fds() {
   std::vector<int> fds;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = std::atoi(entry.path().filename().c_str());
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return fds;  // without /proc, none: a descriptor to pass on is rare, a leaked one is worse
+  while (const dirent* entry = readdir(dir)) {
+    int fd = std::atoi(entry->d_name);  // 0 for "." and ".."
+    if (fd <= 2 || fd == dirfd(dir)) continue;
     int flags = fcntl(fd, F_GETFD);
-    if (fd > 2 && flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
   }
-  return fds;  // without /proc, none: a descriptor to pass on is rare, a leaked one is worse
+  closedir(dir);
+  return fds;
 }
 
 }  // namespace lk

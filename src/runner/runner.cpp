@@ -6,6 +6,7 @@
 
 #include "backend/make_backend.hpp"
 #include "cli/duration.hpp"
+#include "runner/children.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
@@ -62,7 +63,10 @@ int run(const Options& o) {
   SystemdNotify systemd;  // and the child inherits none of its variables
   std::vector<int> pass_down = passed_down_fds();  // before any library opens its own
   auto backend = make_backend(o);
-  Watchdog watchdog;
+  // Children we had before the child, inherited across the exec that started us: read once, for
+  // the watchdog (is /proc there?) and for the supervisor (they are not of the child's tree).
+  auto inherited = listed_children();
+  Watchdog watchdog(inherited.has_value());
   LockSpec spec{o.prefix, o.limit, o.name};
   verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
           o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
@@ -112,7 +116,8 @@ int run(const Options& o) {
   ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
                   on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
   child.inherit_fds.insert(child.inherit_fds.end(), pass_down.begin(), pass_down.end());
-  RunResult result = Supervisor(signals, *hold, watchdog, systemd, o.kill_after).run(child);
+  RunResult result =
+      Supervisor(signals, *hold, watchdog, systemd, o.kill_after).run(child, std::move(inherited));
   hold->release();
   verbose("released the lock");
 

@@ -24,13 +24,12 @@ Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, Systemd
                        std::chrono::nanoseconds kill_after)
     : signals_(signals), hold_(hold), watchdog_(watchdog), systemd_(systemd), kill_after_(kill_after) {}
 
-RunResult Supervisor::run(const ChildSpec& spec) {
+RunResult Supervisor::run(const ChildSpec& spec, std::optional<std::vector<pid_t>> inherited) {
   // Children we had before the child (inherited across the exec that started us, or the watchdog
   // when we are init) are not of its tree: never signalled, never waited for.
   foreign_.insert(watchdog_.pid());
-  auto before = listed_children();
-  if (!before && have_children()) before = scanned_children();
-  for (pid_t pid : before.value_or(std::vector<pid_t>{})) foreign_.insert(pid);
+  if (!inherited && have_children()) inherited = scanned_children();
+  for (pid_t pid : inherited.value_or(std::vector<pid_t>{})) foreign_.insert(pid);
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) throw sys_error("cannot become a subreaper");
   // Also when started in the background: a later fg hands the terminal over (see suspend()).
   Foreground foreground(spec.on_terminal);

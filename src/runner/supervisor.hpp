@@ -32,7 +32,8 @@ class Supervisor {
  public:
   Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, SystemdNotify& systemd,
              std::chrono::nanoseconds kill_after);
-  RunResult run(const ChildSpec& spec);
+  // `inherited`: our children before the child was started (listed_children()).
+  RunResult run(const ChildSpec& spec, std::optional<std::vector<pid_t>> inherited);
 
  private:
   void on_signal(int sig);

@@ -10,7 +10,6 @@
 #include <climits>
 #include <cstdint>
 
-#include "runner/children.hpp"
 #include "util/error.hpp"
 
 namespace lk {
@@ -45,7 +44,7 @@ struct Message {
 
 }  // namespace
 
-Watchdog::Watchdog() {
+Watchdog::Watchdog(bool proc_lists_children) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
   UniqueFd theirs(sv[1]);
@@ -55,7 +54,7 @@ Watchdog::Watchdog() {
   // gone when no child is left, so the watchdog must not be a child; it forks twice, and the
   // middle process exits at once so that init (or an outer subreaper) adopts it. The middle
   // process and the wait for it cost about 0.15 ms a run (5 % of an uncontended one).
-  if (listed_children()) {
+  if (proc_lists_children) {
     pid_ = fork();
     if (pid_ < 0) throw sys_error("cannot start the watchdog");
     if (pid_ == 0) watch(sv[1]);

@@ -14,7 +14,8 @@ class Watchdog {
   // Forks the watchdog, before we wait for the lock, so that it costs nothing while we hold it.
   // It never counts as part of the child tree: the supervisor leaves pid() out when /proc lists
   // our children, and otherwise it is not our child (unless we are init).
-  Watchdog();
+  // `proc_lists_children`: whether listed_children() works here (see the constructor).
+  explicit Watchdog(bool proc_lists_children);
   // Closing while guarding is what kills the group: an exception that leaves the tree running
   // ends in the safe state.
   ~Watchdog() = default;

@@ -91,7 +91,7 @@ std::optional<std::string> EtcdLease::send_revoke(Deadline budget) {
       return e.what();  // etcd said no (permissions, say): asking again changes nothing
     } catch (const NetworkError& e) {  // 5xx or no answer: worth another try while time is left
       failure = e.what();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // ours, or out of memory: this runs in a destructor too
       return e.what();
     }
     auto pause = backoff.next();

@@ -39,10 +39,13 @@ void make_dirs(const std::string& path) {
 
 UniqueFd open_state_dir(const std::string& path, bool must_be_private, bool create) {
   if (path.empty()) throw UsageError("the state directory must not be empty");
-  if (create) make_dirs(path);
   // A path the user named may be a symlink; the default one, in a shared place, may not.
-  int nofollow = must_be_private ? O_NOFOLLOW : 0;
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | nofollow));
+  int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (must_be_private ? O_NOFOLLOW : 0);
+  UniqueFd fd(open(path.c_str(), flags));
+  if (!fd && errno == ENOENT && create) {  // made once; every later run only opens it
+    make_dirs(path);
+    fd.reset(open(path.c_str(), flags));
+  }
   if (!fd && !create && errno == ENOENT) return fd;
   if (!fd) throw sys_error("cannot open state directory " + path);
   if (must_be_private) {
