@@ -31,7 +31,7 @@ std::string describe(const HolderRecord& r) {
 }  // namespace
 
 int show_status(const Options& o) {
-  PrefixStatus s = make_backend(o)->status(o.prefix);
+  PrefixStatus s = make_backend(o)->status(o.prefix, nullptr);
   bool held = !s.holders.empty();
   if (o.json) {
     nlohmann::json out = {{"backend", o.backend},

@@ -14,6 +14,8 @@
 
 namespace lk {
 
+struct Wake;  // net/wake.hpp
+
 struct LockSpec {
   std::string prefix;        // already validated (see prefix.hpp)
   int limit = 1;             // 1: a lock; more: a semaphore with that many slots
@@ -69,7 +71,9 @@ struct PrefixStatus {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual PrefixStatus status(const std::string& prefix) = 0;
+  // `wake` (may be null) cuts a server's slow answer short, with an Error: a status looked up
+  // while we wait must not delay a stop signal.
+  virtual PrefixStatus status(const std::string& prefix, const Wake* wake) = 0;
   // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
   // Interrupted when `interrupt` says stop, and Error for anything else.
   virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,

@@ -6,6 +6,7 @@
 
 #include "backend/make_backend.hpp"
 #include "cli/duration.hpp"
+#include "net/wake.hpp"
 #include "runner/children.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/systemd_notify.hpp"
@@ -17,19 +18,20 @@
 namespace lk {
 namespace {
 
-// Who holds and who waits: a courtesy for the messages below, so a failure to tell is no error.
-std::optional<PrefixStatus> status_of(Backend& backend, const std::string& prefix) {
+// Who holds and who waits: a courtesy for the messages below, so a failure to tell (or a stop
+// signal that cut the answer short) is no error.
+std::optional<PrefixStatus> status_of(Backend& backend, const std::string& prefix, const Wake& wake) {
   try {
-    return backend.status(prefix);
+    return backend.status(prefix, &wake);
   } catch (const Error&) {
     return std::nullopt;
   }
 }
 
 // "still waiting for prefix 'p', held by pid 12 on web1 since ...".
-std::string waiting_for(Backend& backend, const std::string& prefix) {
+std::string waiting_for(Backend& backend, const std::string& prefix, const Wake& wake) {
   std::string line = "still waiting for prefix '" + printable(prefix) + "'";
-  if (auto s = status_of(backend, prefix)) {
+  if (auto s = status_of(backend, prefix, wake)) {
     for (std::size_t i = 0; i < s->holders.size(); ++i)
       line += (i ? ", " : ", held by ") + s->holders[i].who();
     if (!s->waiters.empty())
@@ -40,8 +42,8 @@ std::string waiting_for(Backend& backend, const std::string& prefix) {
 
 // systemd's status line while we wait: "waiting for p (1 of 1 held: pid 12 on web1 since ...)".
 std::optional<std::string> waiting_status(Backend& backend, const Options& o,
-                                          const std::string& what) {
-  auto s = status_of(backend, o.prefix);
+                                          const std::string& what, const Wake& wake) {
+  auto s = status_of(backend, o.prefix, wake);
   if (!s) return std::nullopt;  // keep the last line
   std::string line = "waiting for " + what;
   for (std::size_t i = 0; i < s->holders.size(); ++i)
@@ -75,14 +77,22 @@ int run(const Options& o) {
   std::string what = o.limit == 1 ? printable(o.prefix)
                                    : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
   systemd.status("waiting for " + what);
-  int stop_signal = 0;
+  int stop_signal = 0;  // the first one that came, kept until acted on
+  auto stop_requested = [&] {
+    if (!stop_signal) stop_signal = signals.take_stop_signal();
+    return stop_signal != 0;
+  };
+  // A server slow to say who holds must not hold up a stop signal.
+  Wake status_wake{{signals.fd()}, [&] { return !stop_requested(); }};
   WaitNotice notice(signals.fd(), systemd.timer_fd(), std::chrono::seconds(3));
   Interrupt interrupt{notice.fd(),
                       [&] {
-                        notice.maybe_print([&] { return waiting_for(*backend, o.prefix); });
+                        if (stop_requested()) return true;
+                        notice.maybe_print([&] { return waiting_for(*backend, o.prefix, status_wake); });
                         if (systemd.tick())
-                          if (auto line = waiting_status(*backend, o, what)) systemd.status(*line);
-                        return (stop_signal = signals.take_stop_signal()) != 0;
+                          if (auto line = waiting_status(*backend, o, what, status_wake))
+                            systemd.status(*line);
+                        return stop_requested();
                       },
                       [&] {
                         if (o.ready_when_queued) systemd.ready();
@@ -96,7 +106,7 @@ int run(const Options& o) {
     systemd.stopping("stopping: " + why);
     throw Interrupted(why);
   }
-  if ((stop_signal = signals.take_stop_signal())) {
+  if (stop_requested()) {
     systemd.stopping("stopping: interrupted by " + signal_name(stop_signal));
     hold->release();
     throw Interrupted("interrupted by " + signal_name(stop_signal) +

@@ -13,7 +13,8 @@ import subprocess
 import time
 import unittest
 
-from harness import SLOW, peak_rss, read_file, wait_for
+from harness import SLOW, peak_rss, read_file, send, wait_for
+from notify_socket import NotifiesWhileWaiting, NotifySocket
 from test_consul import LOCK_FLAGS, ConsulTestCase
 
 MB = 1 << 20
@@ -393,6 +394,34 @@ class MessageTest(ConsulFaultCase):
         self.assert_succeeds(holder)
         self.assert_succeeds(waiter)
         self.assertTrue(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+
+class StatusLookupTest(ConsulFaultCase):
+    def test_a_stop_signal_cuts_short_a_status_lookup_the_agent_leaves_unanswered(self):
+        # Under systemd a waiter looks the holders up for its status line, 0.5 s into the wait and
+        # every 2 s after. The agent answers every other request, but not that read: SIGTERM must
+        # still end the wait at once, not when the read's time is up.
+        for var in NotifiesWhileWaiting.NOTIFY_VARS:
+            self.env.pop(var, None)
+        holder = self.hold(prefix=self.prefix)
+        lookup = f"/v1/kv/{self.prefix}/"  # everything under the prefix; waiting reads .lock alone
+        self.consul.reply_fault(lookup, times=None, mode="hang", hang_seconds=60)
+        sock = NotifySocket(self)
+        waiter = self.start_lock(self.prefix, "touch " + self.path("ran"),
+                                 env=dict(self.env, NOTIFY_SOCKET=sock.address))
+        wait_for(lambda: any(q["path"] == lookup for q in self.consul.requests()),
+                 what="the waiter's status lookup")
+        start = time.monotonic()
+        send(waiter, signal.SIGTERM)
+        code, out, err = self.finish(waiter)
+        self.assertLess(time.monotonic() - start, 1.5 * SLOW)
+        self.assertEqual((code, out, err),
+                         (1, "", "lock: interrupted by SIGTERM while waiting for the lock\n"))
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.consul.heal()
+        self.release()
+        self.assert_succeeds(holder)
         self.assert_nothing_left()
 
 

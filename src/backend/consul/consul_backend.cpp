@@ -31,9 +31,9 @@ HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
 
 }  // namespace
 
-PrefixStatus ConsulBackend::status(const std::string& prefix) {
+PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) {
   ConsulClient client(config_.client);
-  KvRead r = client.get(semaphore_keys(prefix), true);
+  KvRead r = client.get(semaphore_keys(prefix), true, 0, false, wake);
   PrefixStatus s;
   const KvPair* lock = nullptr;
   for (const KvPair& p : r.pairs)

@@ -19,7 +19,7 @@ struct ConsulBackendConfig {
 class ConsulBackend : public Backend {
  public:
   explicit ConsulBackend(ConsulBackendConfig config) : config_(std::move(config)) {}
-  PrefixStatus status(const std::string& prefix) override;
+  PrefixStatus status(const std::string& prefix, const Wake* wake) override;
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
 

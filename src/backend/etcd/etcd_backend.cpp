@@ -132,9 +132,9 @@ Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, co
 
 }  // namespace
 
-PrefixStatus EtcdBackend::status(const std::string& prefix) {
+PrefixStatus EtcdBackend::status(const std::string& prefix, const Wake* wake) {
   EtcdClient client(config_.client);
-  Queue q = read_queue(client, prefix, 0, true);
+  Queue q = read_queue(client, prefix, 0, true, wake);
   PrefixStatus s;
   if (q.contenders.empty()) return s;
   s.limit = q.contenders.front().limit;

@@ -17,7 +17,7 @@ struct EtcdBackendConfig {
 class EtcdBackend : public Backend {
  public:
   explicit EtcdBackend(EtcdBackendConfig config) : config_(std::move(config)) {}
-  PrefixStatus status(const std::string& prefix) override;
+  PrefixStatus status(const std::string& prefix, const Wake* wake) override;
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
 

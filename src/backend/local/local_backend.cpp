@@ -376,7 +376,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   }
 }
 
-PrefixStatus LocalBackend::status(const std::string& prefix) {
+PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
   PrefixStatus status;
   if (!state_) return status;  // no state directory: nobody has used any prefix
   std::string name = encode_prefix(prefix);

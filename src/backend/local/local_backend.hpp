@@ -14,7 +14,7 @@ class LocalBackend : public Backend {
   LocalBackend(const std::string& state_path, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
-  PrefixStatus status(const std::string& prefix) override;
+  PrefixStatus status(const std::string& prefix, const Wake* wake) override;
 
  private:
   std::string state_path_;

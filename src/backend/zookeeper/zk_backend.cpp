@@ -274,22 +274,22 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
   }
 }
 
-PrefixStatus ZkBackend::status(const std::string& prefix) {
+PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
-  ZkSession session(config_.connect, ttl, Deadline::after(ttl));
+  ZkSession session(config_.connect, ttl, Deadline::after(ttl), wake);
   std::string base = zk_path(prefix);
   PrefixStatus s;
-  auto children = session.children(base, false, kRequestTimeout);
+  auto children = session.children(base, false, kRequestTimeout, wake);
   if (!children || children->empty()) return s;
   auto read = [&](const std::string& dir, const std::string& name) {
-    return record_of(prefix, session.get(child_path(dir, name), false, kRequestTimeout));
+    return record_of(prefix, session.get(child_path(dir, name), false, kRequestTimeout, wake));
   };
   // A semaphore's layout, unless its leases are an empty container left over from an earlier use
   // (the server reaps those only at its next container check).
   std::string leases = base + "/leases";
   std::vector<std::string> taken;
   if (std::find(children->begin(), children->end(), "leases") != children->end())
-    taken = curator_sorted(session.children(leases, false, kRequestTimeout).value_or(std::vector<std::string>{}), kLeaseName);
+    taken = curator_sorted(session.children(leases, false, kRequestTimeout, wake).value_or(std::vector<std::string>{}), kLeaseName);
   if (taken.empty()) {
     s.limit = 1;
     int rank = 0;
@@ -300,7 +300,7 @@ PrefixStatus ZkBackend::status(const std::string& prefix) {
   }
   std::vector<HolderRecord> records;
   for (const auto& name : taken) {
-    auto node = session.get(child_path(leases, name), false, kRequestTimeout);
+    auto node = session.get(child_path(leases, name), false, kRequestTimeout, wake);
     if (auto owner = node ? parse_node_data(node->data) : std::nullopt) s.limit = std::max(s.limit, owner->limit);
     records.push_back(record_of(prefix, node));
   }
@@ -312,7 +312,7 @@ PrefixStatus ZkBackend::status(const std::string& prefix) {
     (static_cast<int>(i) < s.limit ? s.holders : s.waiters).push_back(records[i]);
   // Behind them, those queued on the internal mutex; its first has its lease node counted above.
   std::string locks = base + "/locks";
-  auto queue = curator_sorted(session.children(locks, false, kRequestTimeout).value_or(std::vector<std::string>{}), kLockName);
+  auto queue = curator_sorted(session.children(locks, false, kRequestTimeout, wake).value_or(std::vector<std::string>{}), kLockName);
   for (std::size_t i = 1; i < queue.size(); ++i) s.waiters.push_back(read(locks, queue[i]));
   if (s.holders.empty() && s.waiters.empty()) s = PrefixStatus{};
   return s;
