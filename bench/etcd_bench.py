@@ -21,6 +21,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 from etcd_server import EtcdServer, b64  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
+import orphans  # noqa: E402
 
 DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
            (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
@@ -95,8 +96,10 @@ def contended(argv, env, contenders, rounds, etcd, idle):
         pid = os.fork()
         if pid == 0:
             os.close(go_w)
+            orphans.adopt()  # so that lock's watchdogs, which outlive it a moment, count too
             os.read(go_r, 1)
             failed = sum(run(argv, env)[1] != 0 for _ in range(rounds))
+            orphans.reap()
             os._exit(1 if failed else 0)
         pids.append(pid)
     os.close(go_r)
