@@ -132,7 +132,10 @@ int run(const Options& o) {
   verbose("released the lock");
 
   if (result.lost) fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);
-  if (result.exec_error)
+  if (result.exec_error == Watchdog::kGone)
+    fmt::print(stderr, "lock: did not run {}: lock's watchdog (pid {}) is gone, and without it the "
+                       "child would outlive a killed lock\n", child.argv.front(), watchdog.pid());
+  else if (result.exec_error)
     fmt::print(stderr, "lock: cannot run {}: {}\n", child.argv.front(),
                std::strerror(result.exec_error));
   return exit_code(result, o);

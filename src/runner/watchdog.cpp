@@ -1,43 +1,36 @@
 #include "runner/watchdog.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
-#include <cstdint>
+#include <new>
 
 #include "util/error.hpp"
 
 namespace lk {
 namespace {
 
-enum Kind : std::int32_t { kGuard, kDisarm };
-struct Message {
-  std::int32_t kind;
-  std::int32_t value;
-};
-
 // The watchdog's whole life. Signals stay blocked (inherited), so only SIGKILL ends it early.
-[[noreturn]] void watch(int fd) {
+// It wakes once: when lock is gone, its end of the socket closes, and the watchdog reads then
+// which group, if any, it must kill.
+[[noreturn]] void watch(int fd, const std::atomic<pid_t>* guarded) {
   setsid();  // out of our group and session: ^C or a group kill aimed at lock does not reach it
   // Its command line is lock's; its name tells ps, top and pgrep which of the two it is.
   prctl(PR_SET_NAME, "lock-watchdog");
   if (fd < 3) fd = fcntl(fd, F_DUPFD, 3);
   close_range(0, fd - 1, 0);
   close_range(fd + 1, UINT_MAX, 0);
-  pid_t pgid = 0;
-  for (;;) {
-    Message m{};
-    ssize_t n = recv(fd, &m, sizeof m, MSG_WAITALL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != sizeof m) break;  // lock is gone
-    if (m.kind == kGuard) pgid = m.value;
-    if (m.kind == kDisarm) pgid = 0;
+  char byte;
+  while (read(fd, &byte, 1) < 0 && errno == EINTR) {
   }
+  pid_t pgid = guarded->load();
   if (pgid > 0) kill(-pgid, SIGKILL);
   _exit(0);
 }
@@ -45,6 +38,14 @@ struct Message {
 }  // namespace
 
 Watchdog::Watchdog(bool proc_lists_children) {
+  // What the watchdog guards is kept in memory shared with it rather than sent: telling it would
+  // wake it twice a run (the group, then its end), for nothing unless lock dies.
+  // Lock-free, so that it works across processes and from the child between vfork and exec.
+  static_assert(std::atomic<pid_t>::is_always_lock_free);
+  void* shared = mmap(nullptr, sizeof(std::atomic<pid_t>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) throw sys_error("cannot start the watchdog");
+  guarded_.reset(new (shared) std::atomic<pid_t>(0));
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
   UniqueFd theirs(sv[1]);
@@ -57,7 +58,7 @@ Watchdog::Watchdog(bool proc_lists_children) {
   if (proc_lists_children) {
     pid_ = fork();
     if (pid_ < 0) throw sys_error("cannot start the watchdog");
-    if (pid_ == 0) watch(sv[1]);
+    if (pid_ == 0) watch(sv[1], guarded_.get());
     return;
   }
   int pid_pipe[2];
@@ -67,7 +68,7 @@ Watchdog::Watchdog(bool proc_lists_children) {
   if (middle < 0) throw sys_error("cannot start the watchdog");
   if (middle == 0) {
     pid_t watchdog = fork();
-    if (watchdog == 0) watch(sv[1]);
+    if (watchdog == 0) watch(sv[1], guarded_.get());
     (void)!write(pid_pipe[1], &watchdog, sizeof watchdog);
     _exit(0);
   }
@@ -79,17 +80,21 @@ Watchdog::Watchdog(bool proc_lists_children) {
   if (read(pid_in.get(), &pid_, sizeof pid_) != sizeof pid_) pid_ = -1;
 }
 
-namespace {
+void Watchdog::Unmap::operator()(std::atomic<pid_t>* p) const { munmap(p, sizeof *p); }
 
-bool send_message(int socket, Message m) {
-  return send(socket, &m, sizeof m, MSG_NOSIGNAL) == sizeof m;
+// Guarded from the store on, provided the watchdog is still there to read it when the socket
+// closes: its end hung up means it is gone.
+bool Watchdog::guard_me() const {
+  guarded_->store(getpid());
+  pollfd ours{socket_.get(), 0, 0};
+  if (poll(&ours, 1, 0) < 0) return false;
+  if (ours.revents & (POLLHUP | POLLERR)) {
+    errno = kGone;
+    return false;
+  }
+  return true;
 }
 
-}  // namespace
-
-bool Watchdog::guard_me() const { return send_message(socket_.get(), {kGuard, getpid()}); }
-
-// A watchdog that is gone has nothing left to disarm.
-void Watchdog::disarm() { send_message(socket_.get(), {kDisarm, 0}); }
+void Watchdog::disarm() { guarded_->store(0); }
 
 }  // namespace lk

@@ -5,6 +5,10 @@
 // while it guards a group, it kills that group.
 #include <sys/types.h>
 
+#include <atomic>
+#include <cerrno>
+#include <memory>
+
 #include "util/unique_fd.hpp"
 
 namespace lk {
@@ -23,11 +27,20 @@ class Watchdog {
   pid_t pid() const { return pid_; }
   // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
   // vanish, its process group dies, even before we learn its pid.
+  // Fails with errno kGone when the watchdog is gone (killed by hand, say).
   bool guard_me() const;
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
+  // Never an errno of exec: the child's report of a failed start tells it apart.
+  static constexpr int kGone = EPIPE;
+
  private:
+  struct Unmap {
+    void operator()(std::atomic<pid_t>* p) const;
+  };
   pid_t pid_ = -1;
+  // In memory shared with the watchdog: the group it kills if we vanish, 0 for none.
+  std::unique_ptr<std::atomic<pid_t>, Unmap> guarded_;
   UniqueFd socket_;
 };
 

@@ -276,6 +276,23 @@ class KilledLockTest(SignalTestCase):
         p.wait()
         self.assert_released()
 
+    def test_no_child_runs_once_the_watchdog_is_gone(self):
+        holder = self.hold()
+        waiter = self.start("-shell=false", "p", "touch", self.path("ran"))
+        wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p")),
+                 what="the waiter to queue")
+        with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
+            watchdog = next(int(c) for c in f.read().split() if read_comm(int(c)) == "lock-watchdog")
+        os.kill(watchdog, signal.SIGKILL)  # by hand, say
+        wait_for(lambda: not pid_alive(watchdog), what="the watchdog to end")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(self.finish(waiter),
+                         (1, "", f"lock: did not run touch: lock's watchdog (pid {watchdog}) is gone, "
+                                 "and without it the child would outlive a killed lock\n"))
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_released()
+
     def test_lock_is_not_handed_on_while_an_escaped_process_lives(self):
         p = self.start("p", f"setsid sh -c 'echo $$ > {self.path('escaped')}; exec sleep 1000' & "
                             f"echo $$ > {self.path('child')}; sleep 1000")
