@@ -85,11 +85,13 @@ def idle_rate(pid, seconds=2.0):
     return (cpu_seconds(pid) - before) / (time.monotonic() - t0)
 
 
-def contended(argv, env, contenders, rounds, etcd, idle):
+def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
     """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once;
-    with the CPU each acquisition cost the clients (the tool, its child, the harness) and etcd,
-    the expiry of leases left behind included and etcd's idle use taken off."""
-    settle(etcd)
+    with the CPU each acquisition cost the clients (the tool, its child, the harness) and, given
+    `etcd`, etcd (the expiry of leases left behind included, its idle use taken off; else None).
+    The ZooKeeper bench uses it without etcd."""
+    if etcd:
+        settle(etcd)
     go_r, go_w = os.pipe()
     pids = []
     for _ in range(contenders):
@@ -104,16 +106,18 @@ def contended(argv, env, contenders, rounds, etcd, idle):
         pids.append(pid)
     os.close(go_r)
     clients = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server = cpu_seconds(etcd.proc.pid)
+    server = cpu_seconds(etcd.proc.pid) if etcd else 0.0
     t0 = time.perf_counter()
     os.close(go_w)  # everyone starts now
     ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
     took = time.perf_counter() - t0
     done = resource.getrusage(resource.RUSAGE_CHILDREN)
-    settle(etcd)
-    server = cpu_seconds(etcd.proc.pid) - server - idle * (time.perf_counter() - t0)
     n = contenders * rounds
     client_ms = (done.ru_utime + done.ru_stime - clients.ru_utime - clients.ru_stime) / n * 1e3
+    if not etcd:
+        return n / took, ok, client_ms, None
+    settle(etcd)
+    server = cpu_seconds(etcd.proc.pid) - server - idle * (time.perf_counter() - t0)
     return n / took, ok, client_ms, max(server, 0) / n * 1e3
 
 

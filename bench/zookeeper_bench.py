@@ -117,7 +117,7 @@ def main():
         rates = {t: [] for t in contenders}
         for _ in range(a.trials):
             for name, argv in contenders.items():
-                rate, ok = contended(argv, env, a.contenders, a.rounds if name == "lock" else 1)
+                rate, ok, *_ = contended(argv, env, a.contenders, a.rounds if name == "lock" else 1)
                 if not ok:
                     sys.exit(f"{name} failed under contention")
                 rates[name].append(rate * (1 if name == "lock" else a.rounds))
