@@ -97,12 +97,15 @@ def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
     for _ in range(contenders):
         pid = os.fork()
         if pid == 0:
-            os.close(go_w)
-            orphans.adopt()  # so that lock's watchdogs, which outlive it a moment, count too
-            os.read(go_r, 1)
-            failed = sum(run(argv, env)[1] != 0 for _ in range(rounds))
-            orphans.reap()
-            os._exit(1 if failed else 0)
+            failed = True
+            try:
+                os.close(go_w)
+                orphans.adopt()  # so that lock's watchdogs, which outlive it a moment, count too
+                os.read(go_r, 1)
+                failed = sum(run(argv, env)[1] != 0 for _ in range(rounds))
+                orphans.reap()
+            finally:
+                os._exit(1 if failed else 0)  # never back into the parent's code
         pids.append(pid)
     os.close(go_r)
     clients = resource.getrusage(resource.RUSAGE_CHILDREN)

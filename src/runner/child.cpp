@@ -50,7 +50,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // we died before the line above took effect
-  if (!watchdog.guard_me()) fail(report_fd, errno);  // never run unguarded
+  if (!watchdog.guard_me()) fail(report_fd, Watchdog::kGone);  // never run unguarded
   if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
   if (!spec.pass_stdin) {
     int null = open("/dev/null", O_RDONLY);

@@ -30,7 +30,8 @@ std::vector<std::string> child_argv(const std::vector<std::string>& words, bool 
 
 struct Spawned {
   pid_t pid = -1;     // also the id of its process group
-  int exec_error = 0; // errno of a failed exec; the child has then already exited with 126 or 127
+  // errno of a failed exec, or Watchdog::kGone; the child has then already exited with 126 or 127
+  int exec_error = 0;
 };
 
 // Starts the child in a process group of its own, which the watchdog guards before the child

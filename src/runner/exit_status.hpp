@@ -15,7 +15,7 @@ struct ChildEnd {
 
 struct RunResult {
   ChildEnd child;
-  int exec_error = 0;               // errno when the child could not be started
+  int exec_error = 0;               // errno (or Watchdog::kGone) when the child could not be started
   std::optional<std::string> lost;  // why the hold was lost, if it was
 };
 

@@ -27,8 +27,10 @@ namespace {
   if (fd < 3) fd = fcntl(fd, F_DUPFD, 3);
   close_range(0, fd - 1, 0);
   close_range(fd + 1, UINT_MAX, 0);
-  char byte;
-  while (read(fd, &byte, 1) < 0 && errno == EINTR) {
+  for (;;) {  // nobody writes to it: only its end (or an error) ends the wait
+    char byte;
+    ssize_t n = read(fd, &byte, 1);
+    if (n == 0 || (n < 0 && errno != EINTR)) break;
   }
   pid_t pgid = guarded->load();
   if (pgid > 0) kill(-pgid, SIGKILL);
@@ -77,22 +79,18 @@ Watchdog::Watchdog(bool proc_lists_children) {
   }
   // We may be that init (lock as a container's first process): then the watchdog is our child
   // after all, and the supervisor must know it.
-  if (read(pid_in.get(), &pid_, sizeof pid_) != sizeof pid_) pid_ = -1;
+  if (read(pid_in.get(), &pid_, sizeof pid_) != sizeof pid_ || pid_ < 0)
+    throw Error("cannot start the watchdog");
 }
 
 void Watchdog::Unmap::operator()(std::atomic<pid_t>* p) const { munmap(p, sizeof *p); }
 
 // Guarded from the store on, provided the watchdog is still there to read it when the socket
-// closes: its end hung up means it is gone.
+// closes: its end hung up means it is gone. A poll that fails tells nothing: not guarded either.
 bool Watchdog::guard_me() const {
   guarded_->store(getpid());
   pollfd ours{socket_.get(), 0, 0};
-  if (poll(&ours, 1, 0) < 0) return false;
-  if (ours.revents & (POLLHUP | POLLERR)) {
-    errno = kGone;
-    return false;
-  }
-  return true;
+  return poll(&ours, 1, 0) >= 0 && !(ours.revents & (POLLHUP | POLLERR));
 }
 
 void Watchdog::disarm() { guarded_->store(0); }

@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <cerrno>
 #include <memory>
 
 #include "util/unique_fd.hpp"
@@ -27,12 +26,12 @@ class Watchdog {
   pid_t pid() const { return pid_; }
   // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
   // vanish, its process group dies, even before we learn its pid.
-  // Fails with errno kGone when the watchdog is gone (killed by hand, say).
+  // False when the watchdog is gone (killed by hand, say): the child must not run.
   bool guard_me() const;
   void disarm();           // the tree is gone; the watchdog only waits for us to exit
 
-  // Never an errno of exec: the child's report of a failed start tells it apart.
-  static constexpr int kGone = EPIPE;
+  // What the child reports instead of an errno when guard_me() failed: no errno is negative.
+  static constexpr int kGone = -1;
 
  private:
   struct Unmap {

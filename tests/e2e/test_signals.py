@@ -281,8 +281,13 @@ class KilledLockTest(SignalTestCase):
         waiter = self.start("-shell=false", "p", "touch", self.path("ran"))
         wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p")),
                  what="the waiter to queue")
-        with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
-            watchdog = next(int(c) for c in f.read().split() if read_comm(int(c)) == "lock-watchdog")
+
+        def named_watchdog():  # it names itself just after the fork
+            with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
+                return next((int(c) for c in f.read().split()
+                             if read_comm(int(c)) == "lock-watchdog"), None)
+
+        watchdog = wait_for(named_watchdog, what="the waiter's watchdog")
         os.kill(watchdog, signal.SIGKILL)  # by hand, say
         wait_for(lambda: not pid_alive(watchdog), what="the watchdog to end")
         self.release()
