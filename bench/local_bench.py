@@ -2,17 +2,17 @@
 """Measurements behind bench/local.sh: lock's local backend against flock(1) and GNU sem.
 
 Every command is started the same way (posix_spawn of an absolute path, stdin and stdout on
-/dev/null, stderr to a log file, then wait4), so whatever the spawning costs is the same for
+/dev/null, stderr to a log file, then waitpid), so whatever the spawning costs is the same for
 every tool. Run it through bench/local.sh, which prepares the temp directory and the tool paths.
 """
 import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import shutil
 import subprocess
-import resource
 import sys
 import time
 
@@ -44,14 +44,22 @@ class Runner:
     def run(self, label, argv, env, actions):
         """Returns the wall time (ms) of the command, and the CPU time (user + system, ms) of it
         and of all its descendants, those it left behind included (needs orphans.adopt())."""
+        cpu_before, _ = children_usage()
         t0 = time.perf_counter_ns()
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
-        _, status, ru = os.wait4(pid, 0)
+        _, status = os.waitpid(pid, 0)
         wall = (time.perf_counter_ns() - t0) / 1e6
         if os.waitstatus_to_exitcode(status) != 0:
             self.failures[label] = self.failures.get(label, 0) + 1
-        left_ms, _ = orphans.reap()
-        return wall, (ru.ru_utime + ru.ru_stime) * 1e3 + left_ms
+        orphans.reap()
+        cpu_after, _ = children_usage()
+        return wall, cpu_after - cpu_before
+
+
+def children_usage():
+    """CPU time (user + system, ms) and context switches of all the children reaped so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (ru.ru_utime + ru.ru_stime) * 1e3, ru.ru_nvcsw + ru.ru_nivcsw
 
 
 def pct(values, p):
@@ -98,16 +106,15 @@ def contend(runner, label, argv, env, contenders, rounds, work_dir):
                 ends, fails = [], 0
                 for _ in range(rounds):
                     p = os.posix_spawn(argv[0], argv, env, file_actions=actions)
-                    _, st, _ = os.wait4(p, 0)
+                    _, st = os.waitpid(p, 0)
                     fails += os.waitstatus_to_exitcode(st) != 0
                     ends.append(time.monotonic_ns())
                 # Reaped only now, so that no round waits for what the one before left behind.
                 orphans.reap()
-                ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu_ms, switches = children_usage()  # a fork starts with none
                 with open(out, "w") as f:
-                    json.dump({"ends": ends, "fails": fails,
-                               "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1e3,
-                               "switches": ru.ru_nvcsw + ru.ru_nivcsw}, f)
+                    json.dump({"ends": ends, "fails": fails, "cpu_ms": cpu_ms,
+                               "switches": switches}, f)
             finally:
                 os._exit(0)
         pids.append(pid)

@@ -2,7 +2,7 @@
 
 `lock`'s watchdog ends a moment after `lock` does, is re-parented, and its time is then in nobody's
 wait4: a bench that reads a command's CPU time from wait4 alone would leave it out. A bench process
-that adopts orphans (a child subreaper) and reaps them counts them too.
+that adopts orphans (a child subreaper) and reaps them finds them in its RUSAGE_CHILDREN too.
 """
 import ctypes
 import os
@@ -21,21 +21,18 @@ def adopt():
 
 def reap(timeout=10.0):
     """Reaps every child this process has left (adopted orphans, once the command it started was
-    waited for), waiting up to `timeout` s for those still running; returns their CPU time in ms
-    and their context switches. One still running then is left for a later call."""
-    cpu_ms, switches = 0.0, 0
+    waited for), waiting up to `timeout` s for those still running, so that their usage is in this
+    process's RUSAGE_CHILDREN. One still running then is left for a later call."""
     deadline = time.monotonic() + timeout
     delay = 0.0001
     while True:
         try:
-            pid, _, ru = os.wait4(-1, os.WNOHANG)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return cpu_ms, switches  # none left
+            return  # none left
         if pid:
-            cpu_ms += (ru.ru_utime + ru.ru_stime) * 1e3
-            switches += ru.ru_nvcsw + ru.ru_nivcsw
-        elif time.monotonic() > deadline:
-            return cpu_ms, switches
-        else:
-            time.sleep(delay)  # a watchdog ends within a millisecond of lock
-            delay = min(delay * 2, 0.01)
+            continue
+        if time.monotonic() > deadline:
+            return
+        time.sleep(delay)  # a watchdog ends within a millisecond of lock
+        delay = min(delay * 2, 0.01)

@@ -16,9 +16,9 @@ import zookeeper_server  # noqa: E402
 
 class BenchTest(unittest.TestCase):
 
-    def bench(self, script, must_print, timeout=300, **knobs):
+    def bench(self, script, must_print, **knobs):
         env = dict(os.environ, LOCK_BIN=LOCK, PYTHONDONTWRITEBYTECODE="1", **knobs)
-        r = subprocess.run(["bash", os.path.join(ROOT, "bench", script)], env=env, timeout=timeout,
+        r = subprocess.run(["bash", os.path.join(ROOT, "bench", script)], env=env, timeout=300,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
         out = r.stdout + r.stderr
         self.assertEqual(r.returncode, 0, out)
@@ -26,7 +26,6 @@ class BenchTest(unittest.TestCase):
             self.assertIn(text, out)
         self.assertNotIn("Traceback", out)
         self.assertNotIn("\n!! ", out)  # the local benches' mark for failed runs or leftovers
-        return out
 
     def test_local(self):
         self.bench("local.sh", ["== Summary", "contended acquisitions/s", "system calls"],

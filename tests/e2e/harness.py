@@ -205,9 +205,8 @@ def group_members(pgid):
     return sorted(members)
 
 
-def children_of(pid):
-    """Pids of the direct children of a process (empty once it is gone), leaving out lock's
-    watchdog: a child of lock with lock's own command line, but never part of the child's tree."""
+def all_children_of(pid):
+    """Pids of the direct children of a process, of all its threads (empty once it is gone)."""
     out = []
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -215,7 +214,18 @@ def children_of(pid):
                 out += [int(c) for c in f.read().split()]
     except (FileNotFoundError, ProcessLookupError):
         pass
-    return sorted(c for c in out if read_comm(c) != "lock-watchdog")
+    return sorted(out)
+
+
+def children_of(pid):
+    """Pids of the direct children of a process (empty once it is gone), leaving out lock's
+    watchdog: a child of lock with lock's own command line, but never part of the child's tree."""
+    return [c for c in all_children_of(pid) if read_comm(c) != "lock-watchdog"]
+
+
+def watchdogs_of(pid):
+    """Pids of lock's children that have named themselves lock-watchdog (just after their fork)."""
+    return [c for c in all_children_of(pid) if read_comm(c) == "lock-watchdog"]
 
 
 def read_comm(pid):
@@ -227,4 +237,5 @@ def read_comm(pid):
         return None
 
 
-__all__ += ["proc_stat", "group_members", "children_of", "read_comm"]
+__all__ += ["proc_stat", "group_members", "all_children_of", "children_of", "watchdogs_of",
+            "read_comm"]

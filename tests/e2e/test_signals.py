@@ -9,8 +9,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (LOCK, SLOW, LockTestCase, children_of, group_members, pid_alive, proc_stat,
-                     read_comm, read_file, send, wait_for)
+from harness import (LOCK, SLOW, LockTestCase, all_children_of, children_of, group_members,
+                     pid_alive, proc_stat, read_file, send, wait_for, watchdogs_of)
 
 STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
 PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM]
@@ -265,10 +265,8 @@ class KilledLockTest(SignalTestCase):
         p = self.start("p", f"echo $$ > {self.path('child')}; sleep 1000")
         child = self.pid_from("child")
         self.kill_later(child)
-        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
-            mine = [int(c) for c in f.read().split()]
-        watchdogs = [c for c in mine if read_comm(c) == "lock-watchdog"]
-        self.assertEqual(len(watchdogs), 1, f"children of lock: {mine}")
+        watchdogs = watchdogs_of(p.pid)
+        self.assertEqual(len(watchdogs), 1, f"children of lock: {all_children_of(p.pid)}")
         self.assertEqual(children_of(p.pid), [child])
         send(p, signal.SIGKILL)
         wait_for(lambda: not pid_alive(child) and not pid_alive(watchdogs[0]), 1.0,
@@ -281,13 +279,7 @@ class KilledLockTest(SignalTestCase):
         waiter = self.start("-shell=false", "p", "touch", self.path("ran"))
         wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p")),
                  what="the waiter to queue")
-
-        def named_watchdog():  # it names itself just after the fork
-            with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
-                return next((int(c) for c in f.read().split()
-                             if read_comm(int(c)) == "lock-watchdog"), None)
-
-        watchdog = wait_for(named_watchdog, what="the waiter's watchdog")
+        watchdog, = wait_for(lambda: watchdogs_of(waiter.pid), what="the waiter's watchdog")
         os.kill(watchdog, signal.SIGKILL)  # by hand, say
         wait_for(lambda: not pid_alive(watchdog), what="the watchdog to end")
         self.release()
