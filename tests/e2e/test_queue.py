@@ -9,7 +9,13 @@ import subprocess
 import time
 import unittest
 
-from harness import SLOW, LockTestCase, read_file, wait_for
+from harness import SLOW, LockTestCase, proc_stat, read_file, wait_for
+
+
+def switches(task):
+    """How often a thread (/proc/PID/task/TID) has gone to sleep: its voluntary context switches."""
+    with open(f"{task}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
 
 
 class QueueCase(LockTestCase):
@@ -17,10 +23,11 @@ class QueueCase(LockTestCase):
     def tickets(self, prefix="p"):
         return [f for f in self.prefix_files(prefix) if f.startswith("q.")]
 
-    def queue_up(self, ident, *flags, prefix="p"):
-        """Starts a waiter whose child logs `ident`, and returns it once its ticket is in the queue."""
+    def queue_up(self, ident, *flags, prefix="p", child=None):
+        """Starts a waiter whose child logs `ident` (or is `child`), and returns it once its ticket
+        is in the queue."""
         before = set(self.tickets(prefix))
-        waiter = self.start_lock(*flags, prefix, f"echo {ident} >> {self.path('order')}")
+        waiter = self.start_lock(*flags, prefix, child or f"echo {ident} >> {self.path('order')}")
         wait_for(lambda: set(self.tickets(prefix)) - before or waiter.poll() is not None,
                  what=f"waiter {ident}'s ticket")
         if waiter.poll() is not None:
@@ -56,6 +63,32 @@ class QueueTest(QueueCase):
         self.assertLess(handoff, 1.0 * SLOW)
         self.assert_succeeds(holder)
         self.assert_succeeds(waiter)
+
+    def test_a_handoff_leaves_the_waiters_behind_the_next_in_line_asleep(self):
+        # With one slot, a holder that waited keeps its ticket (renamed h.<n>) until it lets go,
+        # and the one behind it waits on that ticket alone: taking over the slot wakes nobody else.
+        first = self.hold(gate="first")
+        held = self.path("held.second")
+        second = self.queue_up(2, child=f"touch {held}; "
+                               f"while [ ! -e {self.path('second')} ]; do sleep 0.01; done")
+        third = self.queue_up(3)
+        main_thread = f"/proc/{third.pid}/task/{third.pid}"
+        wait_for(lambda: len(os.listdir(f"/proc/{third.pid}/task")) == 2
+                 and proc_stat(third.pid)[0] == "S", what="the third to wait, asleep")
+        before = switches(main_thread)
+        self.release("first")
+        wait_for(lambda: os.path.exists(held), what="the second to hold")
+        files = self.prefix_files("p")
+        self.assertEqual([f[:2] for f in files if f[:2] in ("h.", "q.")], ["h.", "q."], files)
+        deadline = time.monotonic() + 0.5  # it would have woken within a millisecond or so
+        while time.monotonic() < deadline:
+            self.assertEqual(switches(main_thread), before, "the third woke at the handoff")
+            time.sleep(0.01)
+        self.release("second")
+        for w in (first, second, third):
+            self.assert_succeeds(w)
+        self.assertEqual(self.order(), ["3"])
+        self.assertEqual(self.prefixes_left(), [])
 
     def test_waiter_killed_while_waiting_does_not_block_those_behind_it(self):
         holder = self.hold()

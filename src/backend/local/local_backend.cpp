@@ -5,7 +5,10 @@
 //  2. Wait until every ticket ahead of ours is gone. Each waiter waits only on the live ticket
 //     just ahead of it, so a departure wakes one process, not the herd, and order is kept.
 //  3. At the head of the queue, take whichever of the `limit` slot files frees first.
-//  4. Leave the queue; under the meta lock, take a fencing token and record who holds the slot.
+//  4. Under the meta lock, take a fencing token and record who holds the slot. With a limit of 1
+//     the ticket is kept, renamed from q.<n> to h.<n>, until the slot is let go: the next in line,
+//     which waits on it, wakes once, to a free slot. With more slots, holders leave the queue here
+//     and the head waits on the slots themselves.
 //
 // Every lock is released by the kernel when its holder dies, so no crash leaves the prefix stuck.
 // The slot lock is inherited by the child tree: the slot stays taken until the last process of
@@ -18,6 +21,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -109,15 +113,15 @@ std::string describe_holders(const PrefixDir& dir) {
   return out;
 }
 
-// A place in the queue, kept for as long as we wait.
+// A place in the queue, kept for as long as we wait (with a limit of 1, as long as we hold).
 class Ticket {
  public:
   // Call with the meta lock held, so that a ticket is locked before anyone can see it. A file
   // already there under our number is a leftover of a process that died while creating it.
   Ticket(const PrefixDir& dir, std::uint64_t number, const HolderRecord& waiter)
-      : dir_(dir), number_(number), file_(PrefixDir::ticket_file(number)) {
-    unlinkat(dir.fd(), file_.c_str(), 0);
-    fd_.reset(openat(dir.fd(), file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+      : dir_fd_(dir.fd()), number_(number), file_(PrefixDir::ticket_file(number)) {
+    unlinkat(dir_fd_, file_.c_str(), 0);
+    fd_.reset(openat(dir_fd_, file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                      0600));
     if (!fd_) throw sys_error("cannot create " + dir.path(file_));
     try {
@@ -128,39 +132,50 @@ class Ticket {
       throw;
     }
   }
-  Ticket(const Ticket&) = delete;
+  Ticket(Ticket&&) = default;
   ~Ticket() { leave(); }
 
   std::uint64_t number() const { return number_; }
+  // Renamed, it no longer counts as waiting (lock status, the last one out) but stays locked, and
+  // whoever waits on it waits on the same open file. If the rename fails, the ticket keeps its
+  // name and does the same job; only lock status counts it as a waiter for a while.
+  void hold() {
+    std::string held = PrefixDir::held_file(number_);
+    if (renameat(dir_fd_, file_.c_str(), dir_fd_, held.c_str()) == 0) file_ = held;
+  }
   void leave() {
     if (!fd_) return;
-    unlinkat(dir_.fd(), file_.c_str(), 0);
+    unlinkat(dir_fd_, file_.c_str(), 0);
     fd_.reset();
   }
 
  private:
-  const PrefixDir& dir_;
+  int dir_fd_;  // the PrefixDir's, which outlives us
   std::uint64_t number_;
   std::string file_;
   UniqueFd fd_;
 };
 
 // Step 2: returns once no live ticket is ahead of ours, false when the deadline passes first.
-bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, Deadline deadline,
+// With `held_too`, the holder's kept ticket counts as ahead.
+bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Deadline deadline,
                    const Interrupt& interrupt) {
   for (;;) {
-    auto numbers = dir.tickets();
-    auto ahead = std::lower_bound(numbers.begin(), numbers.end(), mine);
+    auto files = dir.tickets(held_too);
+    auto ahead = std::find_if(files.begin(), files.end(), [&](const std::string& file) {
+      return PrefixDir::ticket_number(file) >= mine;
+    });
     UniqueFd just_ahead;
-    while (ahead != numbers.begin() && !just_ahead) {
-      auto file = PrefixDir::ticket_file(*--ahead);
+    while (ahead != files.begin() && !just_ahead) {
+      const std::string& file = *--ahead;
+      // Gone: it left while we looked, or became the holder's h.<n>, and then we are next.
       UniqueFd fd = open_in(dir, file, O_RDONLY);
-      if (!fd) continue;  // it left while we looked
+      if (!fd) continue;
       if (!try_lock(fd.get(), LockKind::shared)) {
         just_ahead = std::move(fd);
       } else {
         // Tickets ahead of ours were locked before ours existed; an unlocked one was left by a
-        // waiter that died. Clear it so that nobody looks at it again.
+        // waiter (or holder) that died. Clear it so that nobody looks at it again.
         unlinkat(dir.fd(), file.c_str(), 0);
       }
     }
@@ -194,11 +209,12 @@ std::optional<std::string> path_lost(const struct stat& ours, const std::string&
 
 class LocalHold : public Hold {
  public:
-  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, const struct stat& file, std::uint64_t token,
-            std::string prefix, UniqueFd timer)
+  LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::optional<Ticket> place,
+            const struct stat& file, std::uint64_t token, std::string prefix, UniqueFd timer)
       : dir_(std::move(dir)),
         slot_(slot),
         slot_fd_(std::move(slot_fd)),
+        place_(std::move(place)),
         file_(file),
         token_(token),
         prefix_(std::move(prefix)),
@@ -233,6 +249,7 @@ class LocalHold : public Hold {
   void release() override {
     if (!slot_fd_) return;
     slot_fd_.reset();  // the record stays behind, but an unlocked slot's record means nothing
+    place_.reset();    // after the slot: whoever it wakes finds the slot free
     // The last one out removes the prefix's files. While someone waits there is nothing to
     // remove, and taking the meta lock would only delay the waiter that is taking over.
     if (!dir_.someone_waits()) dir_.tidy();
@@ -242,6 +259,7 @@ class LocalHold : public Hold {
   PrefixDir dir_;
   int slot_;
   UniqueFd slot_fd_;
+  std::optional<Ticket> place_;
   struct stat file_;
   std::uint64_t token_;
   std::string prefix_;
@@ -251,8 +269,8 @@ class LocalHold : public Hold {
 
 // Step 4, with the meta lock held: a new fencing token, the record of who holds, the hold. On
 // failure, closing `fd` gives the slot back (LocalBackend::acquire tidies the prefix).
-std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, HolderRecord record,
-                                Deadline deadline, const Interrupt& interrupt) {
+std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, std::optional<Ticket> place,
+                                HolderRecord record, Deadline deadline, const Interrupt& interrupt) {
   UniqueFd timer = new_path_check_timer();  // before the token: failing here spends none
   record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
   std::string key = dir.path(PrefixDir::slot_file(slot));
@@ -262,8 +280,8 @@ std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, HolderRec
   if (fstat(fd.get(), &file) < 0) throw sys_error("cannot look at " + key);
   if (auto lost = path_lost(file, key)) throw Error(*lost);
   dir.unlock_meta();
-  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), file, record.token,
-                                     record.prefix, std::move(timer));
+  return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), std::move(place), file,
+                                     record.token, record.prefix, std::move(timer));
 }
 
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
@@ -300,7 +318,7 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
       UniqueFd fd = open_slot(dir, i);
       if (!try_lock(fd.get(), LockKind::exclusive)) continue;
       if (limit_is_new) dir.write_meta(meta);
-      return hold_slot(dir, i, std::move(fd), waiter, deadline, interrupt);
+      return hold_slot(dir, i, std::move(fd), std::nullopt, waiter, deadline, interrupt);
     }
   }
   std::uint64_t number = meta.next_ticket++;
@@ -317,7 +335,8 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
   if (verbose_enabled())  // reading the records costs a look at every slot: only when asked
     verbose("prefix '{}' is busy{}; waiting in line with ticket {}", printable(spec.prefix),
             describe_holders(dir), ticket.number());
-  if (!wait_for_turn(dir, ticket.number(), deadline, interrupt)) throw timed_out();
+  bool kept = spec.limit == 1;
+  if (!wait_for_turn(dir, ticket.number(), kept, deadline, interrupt)) throw timed_out();
 
   // Step 3.
   std::vector<UniqueFd> slots;
@@ -331,9 +350,15 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
 
   // Step 4.
   if (!dir.lock_meta(deadline, interrupt)) throw timed_out();
-  ticket.leave();
-  return hold_slot(dir, static_cast<int>(*slot), std::move(slots[*slot]), waiter, deadline,
-                   interrupt);
+  std::optional<Ticket> place;
+  if (kept) {
+    ticket.hold();
+    place.emplace(std::move(ticket));
+  } else {
+    ticket.leave();
+  }
+  return hold_slot(dir, static_cast<int>(*slot), std::move(slots[*slot]), std::move(place), waiter,
+                   deadline, interrupt);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 #include "backend/local/ofd_lock.hpp"
 
@@ -135,15 +136,23 @@ std::string PrefixDir::ticket_file(std::uint64_t number) {
   return buf;
 }
 
+std::string PrefixDir::held_file(std::uint64_t number) { return "h" + ticket_file(number).substr(1); }
+
+std::uint64_t PrefixDir::ticket_number(const std::string& file) {
+  return std::strtoull(file.c_str() + 2, nullptr, 10);
+}
+
 std::string PrefixDir::slot_file(int slot) { return "slot." + std::to_string(slot); }
 
-std::vector<std::uint64_t> PrefixDir::tickets() const {
-  std::vector<std::uint64_t> numbers;
+std::vector<std::string> PrefixDir::tickets(bool held_too) const {
+  std::vector<std::string> files;
   for_each_entry(dir_.get(), [&](const char* name) {
-    if (starts_with(name, "q.")) numbers.push_back(std::strtoull(name + 2, nullptr, 10));
+    if (starts_with(name, "q.") || (held_too && starts_with(name, "h."))) files.emplace_back(name);
   });
-  std::sort(numbers.begin(), numbers.end());
-  return numbers;
+  // By number: the names are as long as each other, so the part after the dot sorts them.
+  std::sort(files.begin(), files.end(),
+            [](const std::string& a, const std::string& b) { return a.compare(2, a.npos, b, 2) < 0; });
+  return files;
 }
 
 bool PrefixDir::any_locked(std::string_view kind, std::vector<std::string>* seen) const {
@@ -166,7 +175,8 @@ bool PrefixDir::remove_if_idle() {
   std::vector<std::string> names;  // one listing tells whether any is locked, and what to remove
   if (any_locked("", &names)) return false;
   for (const auto& name : names)
-    if (starts_with(name, "q.") || starts_with(name, "slot.")) unlinkat(dir_.get(), name.c_str(), 0);
+    if (starts_with(name, "q.") || starts_with(name, "h.") || starts_with(name, "slot."))
+      unlinkat(dir_.get(), name.c_str(), 0);
   unlinkat(dir_.get(), "meta", 0);
   // Fails harmlessly when a newcomer has just created a fresh meta file in it.
   unlinkat(state_fd_, name_.c_str(), AT_REMOVEDIR);

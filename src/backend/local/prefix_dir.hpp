@@ -2,6 +2,8 @@
 // The files of one prefix, in one directory of the state directory:
 //   meta        locked briefly to change the queue; holds the limit and the next ticket number
 //   q.<n>       a ticket: one per waiter, locked by it while it waits, numbered in arrival order
+//   h.<n>       with a limit of 1, the ticket of the holder that came through the queue, renamed
+//               and kept locked until it lets go: the next in line waits on it alone
 //   slot.<i>    one per slot of the limit, locked by its holder (and inherited by its child tree),
 //               holding a JSON record of who holds it
 #include <sys/stat.h>
@@ -46,10 +48,14 @@ class PrefixDir {
   Meta read_meta() const;
   void write_meta(const Meta& meta) const;
 
-  std::vector<std::uint64_t> tickets() const;  // ascending, those of dead waiters included
+  // Tickets' file names in arrival order, those of dead waiters included; with `held_too`, the
+  // holder's h.<n> among them.
+  std::vector<std::string> tickets(bool held_too = false) const;
   bool someone_waits() const;                  // is any ticket still locked by its waiter?
   bool moved() const;  // is the directory no longer at its path (removed, or moved away)?
   static std::string ticket_file(std::uint64_t number);
+  static std::string held_file(std::uint64_t number);
+  static std::uint64_t ticket_number(const std::string& file);
   static std::string slot_file(int slot);
 
   // With the meta lock held: when no ticket and no slot is locked, removes the prefix's files and
