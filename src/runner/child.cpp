@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "util/error.hpp"
-#include "util/unique_fd.hpp"
 
 extern char** environ;
 
@@ -38,23 +37,24 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-// Tells the parent why, and exits as a shell would: 127 for "not found", 126 otherwise.
-[[noreturn]] void fail(int report_fd, int err) {
-  (void)!write(report_fd, &err, sizeof err);
+// Tells the parent why, and exits as a shell would: 127 for "not found", 126 otherwise. The
+// parent, suspended until we exec or exit, reads the error from the memory we share with it.
+[[noreturn]] void fail(volatile int* report, int err) {
+  *report = err;
   _exit(err == ENOENT ? 127 : 126);
 }
 
 // Between vfork and exec only async-signal-safe calls: everything was prepared before.
 [[noreturn]] void exec_child(const ChildSpec& spec, char** argv, char** envp, pid_t parent,
-                             int report_fd, const Signals& signals, const Watchdog& watchdog) {
+                             volatile int* report, const Signals& signals, const Watchdog& watchdog) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // we died before the line above took effect
-  if (!watchdog.guard_me()) fail(report_fd, Watchdog::kGone);  // never run unguarded
+  if (!watchdog.guard_me()) fail(report, Watchdog::kGone);  // never run unguarded
   if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
   if (!spec.pass_stdin) {
     int null = open("/dev/null", O_RDONLY);
-    if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report_fd, errno);
+    if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report, errno);
     close(null);
   }
   // A library may open descriptors without close-on-exec: only the ones listed cross exec.
@@ -62,7 +62,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
   signals.restore_in_child();
   execvpe(argv[0], argv, envp);
-  fail(report_fd, errno);
+  fail(report, errno);
 }
 
 }  // namespace
@@ -81,24 +81,19 @@ Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdo
   auto argv = c_strings(argv_strings);
   auto envp = c_strings(env_strings);
 
-  int report[2];
-  if (pipe2(report, O_CLOEXEC) < 0) throw sys_error("pipe");
-  UniqueFd report_read(report[0]), report_write(report[1]);
+  volatile int exec_error = 0;
   pid_t parent = getpid();
   // vfork: the child borrows our memory until it execs, so starting it copies no page tables.
-  // It runs only exec_child, which touches nothing but its arguments and system calls.
+  // It runs only exec_child, which touches nothing but its arguments, exec_error and system calls.
   pid_t pid = vfork();
   if (pid < 0) throw sys_error("cannot start the child");
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, report[1], signals, watchdog);
+  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, signals, watchdog);
 
-  // With vfork we resume only once the child has exec'd (or failed to): its process group and
-  // its hold on the terminal exist already, and setting them again here could undo what the
-  // child's own children did since (an interactive shell takes the terminal for itself).
-  report_write.reset();
-  Spawned s{pid, 0};
-  while (read(report_read.get(), &s.exec_error, sizeof s.exec_error) < 0 && errno == EINTR) {
-  }
-  return s;
+  // With vfork we resume only once the child has exec'd (or failed to, and said why in
+  // exec_error): its process group and its hold on the terminal exist already, and setting them
+  // again here could undo what the child's own children did since (an interactive shell takes
+  // the terminal for itself).
+  return Spawned{pid, exec_error};
 }
 
 std::vector<int> passed_down_fds() {
