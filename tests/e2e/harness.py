@@ -106,12 +106,13 @@ class LockTestCase(unittest.TestCase):
         return subprocess.run([LOCK, *args], env=env or self.env, stdin=stdin, timeout=timeout * SLOW,
                               capture_output=True, text=True)
 
-    def start_lock(self, *args, env=None, **kwargs):
-        """Starts lock in the background; the test's tearDown kills it if it is still running."""
+    def start_lock(self, *args, env=None, wrapper=(), **kwargs):
+        """Starts lock in the background (through `wrapper`, a command that execs its arguments);
+        the test's tearDown kills it if it is still running."""
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
-        p = subprocess.Popen([LOCK, *args], env=env or self.env, text=True, **kwargs)
+        p = subprocess.Popen([*wrapper, LOCK, *args], env=env or self.env, text=True, **kwargs)
         self.procs.append(p)
         return p
 
@@ -228,6 +229,21 @@ def watchdogs_of(pid):
     return [c for c in all_children_of(pid) if read_comm(c) == "lock-watchdog"]
 
 
+def watchdogs_with(env_entry):
+    """Pids of every lock-watchdog on the machine whose environment holds `env_entry` ("K=V"):
+    how to find one that is nobody's child (started by a double fork where /proc is hidden)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and read_comm(entry) == "lock-watchdog":
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if env_entry.encode() in f.read().split(b"\0"):
+                        found.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return found
+
+
 def read_comm(pid):
     """A process's name (/proc/PID/comm), or None once it is gone."""
     try:
@@ -238,4 +254,4 @@ def read_comm(pid):
 
 
 __all__ += ["proc_stat", "group_members", "all_children_of", "children_of", "watchdogs_of",
-            "read_comm"]
+            "watchdogs_with", "read_comm"]

@@ -10,13 +10,16 @@ import time
 import unittest
 
 from harness import (LOCK, SLOW, LockTestCase, all_children_of, children_of, group_members,
-                     pid_alive, proc_stat, read_file, send, wait_for, watchdogs_of)
+                     pid_alive, proc_stat, read_file, send, wait_for, watchdogs_of, watchdogs_with)
 
 STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
 PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM]
 
 # The sleeps get the group's signals too; the shell's report of them ("Terminated") is not ours.
 LOOP = "while :; do sleep 0.05; done 2>/dev/null"
+
+# Runs lock with an empty file system over /proc, seen by lock alone (its own mount namespace).
+HIDE_PROC = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"]
 
 
 def name(sig):
@@ -274,12 +277,21 @@ class KilledLockTest(SignalTestCase):
         p.wait()
         self.assert_released()
 
-    def test_no_child_runs_once_the_watchdog_is_gone(self):
-        holder = self.hold()
-        waiter = self.start("-shell=false", "p", "touch", self.path("ran"))
-        wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p")),
-                 what="the waiter to queue")
-        watchdog, = wait_for(lambda: watchdogs_of(waiter.pid), what="the waiter's watchdog")
+    def watchdog_of_queued(self, waiter, find_watchdog):
+        """Waits for `waiter` to queue, and returns its watchdog's pid."""
+        wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p"))
+                 or waiter.poll() is not None, what="the waiter to queue")
+        if waiter.poll() is not None:
+            code, out, err = self.finish(waiter)
+            if err.startswith(("unshare:", "mount:")):
+                self.skipTest(f"cannot hide /proc here: {err.strip()}")
+            self.fail(f"the waiter ended early: {(code, out, err)}")
+        watchdog, = wait_for(find_watchdog, what="the waiter's watchdog")
+        return watchdog
+
+    def assert_no_child_runs_without(self, watchdog, waiter, holder):
+        """Kills the watchdog of `waiter`, a lock queued behind `holder` (from self.hold()) to
+        touch "ran", then frees the lock: the waiter must refuse to run its child."""
         os.kill(watchdog, signal.SIGKILL)  # by hand, say
         wait_for(lambda: not pid_alive(watchdog), what="the watchdog to end")
         self.release()
@@ -289,6 +301,26 @@ class KilledLockTest(SignalTestCase):
                                  "and without it the child would outlive a killed lock\n"))
         self.assertFalse(os.path.exists(self.path("ran")))
         self.assert_released()
+
+    def test_no_child_runs_once_the_watchdog_is_gone(self):
+        holder = self.hold()
+        waiter = self.start("-shell=false", "p", "touch", self.path("ran"))
+        watchdog = self.watchdog_of_queued(waiter, lambda: watchdogs_of(waiter.pid))
+        self.assert_no_child_runs_without(watchdog, waiter, holder)
+
+    @unittest.skipUnless(shutil.which("unshare"), "needs unshare")
+    def test_no_child_runs_once_the_watchdog_is_gone_without_proc(self):
+        if "asan" in os.path.basename(LOCK):
+            self.skipTest("the sanitizers' leak check needs /proc itself; the plain build runs this")
+        holder = self.hold()
+        mark = f"LOCK_TEST_WAITER={self.tmp}"
+        waiter = self.start_lock("-shell=false", "p", "touch", self.path("ran"),
+                                 wrapper=HIDE_PROC, env=dict(self.env, LOCK_TEST_WAITER=self.tmp),
+                                 cwd=self.tmp, preexec_fn=default_signals)
+        watchdog = self.watchdog_of_queued(waiter, lambda: watchdogs_with(mark))
+        # Without /proc the watchdog comes from a double fork and is nobody's child.
+        self.assertNotIn(watchdog, all_children_of(waiter.pid))
+        self.assert_no_child_runs_without(watchdog, waiter, holder)
 
     def test_lock_is_not_handed_on_while_an_escaped_process_lives(self):
         p = self.start("p", f"setsid sh -c 'echo $$ > {self.path('escaped')}; exec sleep 1000' & "
@@ -343,9 +375,7 @@ class EscapedProcessTest(SignalTestCase):
     def test_it_is_killed_after_kill_after_without_proc(self):
         if "asan" in os.path.basename(LOCK):
             self.skipTest("the sanitizers' leak check needs /proc itself; the plain build runs this")
-        # An empty file system over /proc, seen by lock alone (its own mount namespace).
-        self.run_with_an_escaped_process(
-            ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"])
+        self.run_with_an_escaped_process(HIDE_PROC)
 
 
 if __name__ == "__main__":
