@@ -149,9 +149,9 @@ std::vector<std::string> PrefixDir::tickets(bool held_too) const {
   for_each_entry(dir_.get(), [&](const char* name) {
     if (starts_with(name, "q.") || (held_too && starts_with(name, "h."))) files.emplace_back(name);
   });
-  // By number: the names are as long as each other, so the part after the dot sorts them.
-  std::sort(files.begin(), files.end(),
-            [](const std::string& a, const std::string& b) { return a.compare(2, a.npos, b, 2) < 0; });
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return ticket_number(a) < ticket_number(b);  // q. and h. alike
+  });
   return files;
 }
 
