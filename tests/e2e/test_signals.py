@@ -46,9 +46,19 @@ def short(sig):
 
 class SignalTestCase(LockTestCase):
 
-    def start(self, *args):
+    def start(self, *args, **kwargs):
         # The scratch directory as working directory keeps any core dump out of the source tree.
-        return self.start_lock(*args, cwd=self.tmp, preexec_fn=default_signals)
+        return self.start_lock(*args, cwd=self.tmp, preexec_fn=default_signals, **kwargs)
+
+    def hiding_proc(self):
+        """The wrapper that hides /proc from lock; the test skips in the ASan build."""
+        if "asan" in os.path.basename(LOCK):
+            self.skipTest("the sanitizers' leak check needs /proc itself; the plain build runs this")
+        return HIDE_PROC
+
+    def skip_if_proc_not_hidden(self, err):
+        if err.startswith(("unshare:", "mount:")):
+            self.skipTest(f"cannot hide /proc here: {err.strip()}")
 
     def pid_from(self, file):
         return int(self.wait_file(file, "\n").strip())
@@ -283,8 +293,7 @@ class KilledLockTest(SignalTestCase):
                  or waiter.poll() is not None, what="the waiter to queue")
         if waiter.poll() is not None:
             code, out, err = self.finish(waiter)
-            if err.startswith(("unshare:", "mount:")):
-                self.skipTest(f"cannot hide /proc here: {err.strip()}")
+            self.skip_if_proc_not_hidden(err)
             self.fail(f"the waiter ended early: {(code, out, err)}")
         watchdog, = wait_for(find_watchdog, what="the waiter's watchdog")
         return watchdog
@@ -310,13 +319,11 @@ class KilledLockTest(SignalTestCase):
 
     @unittest.skipUnless(shutil.which("unshare"), "needs unshare")
     def test_no_child_runs_once_the_watchdog_is_gone_without_proc(self):
-        if "asan" in os.path.basename(LOCK):
-            self.skipTest("the sanitizers' leak check needs /proc itself; the plain build runs this")
+        wrapper = self.hiding_proc()
         holder = self.hold()
         mark = f"LOCK_TEST_WAITER={self.tmp}"
-        waiter = self.start_lock("-shell=false", "p", "touch", self.path("ran"),
-                                 wrapper=HIDE_PROC, env=dict(self.env, LOCK_TEST_WAITER=self.tmp),
-                                 cwd=self.tmp, preexec_fn=default_signals)
+        waiter = self.start("-shell=false", "p", "touch", self.path("ran"), wrapper=wrapper,
+                            env=dict(self.env, LOCK_TEST_WAITER=self.tmp))
         watchdog = self.watchdog_of_queued(waiter, lambda: watchdogs_with(mark))
         # Without /proc the watchdog comes from a double fork and is nobody's child.
         self.assertNotIn(watchdog, all_children_of(waiter.pid))
@@ -351,18 +358,14 @@ class EscapedProcessTest(SignalTestCase):
     def run_with_an_escaped_process(self, wrapper):
         escaped = self.path("escaped")
         started = time.monotonic()
-        p = subprocess.Popen([*wrapper, LOCK, "-kill-after", "300ms", "p",
-                              f"setsid sh -c 'trap \"\" TERM; echo $$ > {escaped}.tmp; "
-                              f"mv {escaped}.tmp {escaped}; {LOOP}' & "
-                              f"while [ ! -e {escaped} ]; do sleep 0.01; done"],
-                             env=self.env, cwd=self.tmp, preexec_fn=default_signals, text=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.procs.append(p)
+        p = self.start("-kill-after", "300ms", "p",
+                       f"setsid sh -c 'trap \"\" TERM; echo $$ > {escaped}.tmp; "
+                       f"mv {escaped}.tmp {escaped}; {LOOP}' & "
+                       f"while [ ! -e {escaped} ]; do sleep 0.01; done", wrapper=wrapper)
         pid = self.pid_from("escaped")
         self.kill_later(pid)
         code, out, err = self.finish(p)
-        if err.startswith(("unshare:", "mount:")):
-            self.skipTest(f"cannot hide /proc here: {err.strip()}")
+        self.skip_if_proc_not_hidden(err)
         self.assertEqual((code, out, err), (0, "", ""))
         self.assertLess(time.monotonic() - started, 0.3 + 3.0 * SLOW)
         self.assertFalse(pid_alive(pid), "the escaped process outlived lock")
@@ -373,9 +376,7 @@ class EscapedProcessTest(SignalTestCase):
 
     @unittest.skipUnless(shutil.which("unshare"), "needs unshare")
     def test_it_is_killed_after_kill_after_without_proc(self):
-        if "asan" in os.path.basename(LOCK):
-            self.skipTest("the sanitizers' leak check needs /proc itself; the plain build runs this")
-        self.run_with_an_escaped_process(HIDE_PROC)
+        self.run_with_an_escaped_process(self.hiding_proc())
 
 
 if __name__ == "__main__":
