@@ -16,7 +16,7 @@ import time
 import unittest
 import uuid
 
-from harness import LOCK, SLOW, LockTestCase, children_of, pid_alive, read_file, send, wait_for
+from harness import LOCK, SLOW, LockTestCase, pid_alive, read_file, send, wait_for
 from notify_socket import NotifySocket
 
 NOTIFY_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
@@ -29,14 +29,6 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.sendto(sys.argv[2].encode(), sys.argv[1])
 """
-
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode("utf-8", "surrogateescape").split("\0")[:-1]
-    except (FileNotFoundError, ProcessLookupError):
-        return None
 
 
 def statuses(datagrams):
@@ -126,6 +118,33 @@ class NotifyTestCase(LockTestCase):
         self.assertLessEqual(sum(map(is_ready, ours)), 1, ours)
         return ours
 
+    def traced(self, calls):
+        """Runs lock under strace, tracing the system calls `calls` of lock and of its child,
+        until its child runs and SIGTERM ends it. Returns lock's pid and the trace as (pid, call)
+        pairs in the order strace saw them; skips where tracing is not allowed."""
+        sock = self.notify_socket()
+        trace = self.path("trace")
+        env = self.notify_env(sock)
+        # LeakSanitizer cannot work under ptrace; the rest of the sanitizers can.
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+        proc = subprocess.Popen(["strace", "-f", "-qq", "-s", "256", "-e", f"trace={calls}",
+                                 "-e", "signal=none", "-o", trace, LOCK, "p", self.gated("child")],
+                                env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        self.wait_held(proc, "child")
+        # lock's pid (strace's child) is the sender of the notifications.
+        lock_pid = sock.wait_for_message(is_ready, what="READY=1").pid
+        # Killing strace at the end would leave lock running, untraced.
+        self.addCleanup(lambda: pid_alive(lock_pid) and os.kill(lock_pid, signal.SIGKILL))
+        os.kill(lock_pid, signal.SIGTERM)
+        code, _, err = self.finish(proc)
+        if code != 0 and err.startswith("strace:"):
+            self.skipTest(f"cannot trace here: {err.strip()}")
+        self.assertEqual((code, err), (0, ""))
+        pairs = [line.split(None, 1) for line in read_file(trace).splitlines()]
+        return lock_pid, [(int(pid), call) for pid, call in pairs]
+
 
 class LifecycleTest(NotifyTestCase):
 
@@ -133,17 +152,8 @@ class LifecycleTest(NotifyTestCase):
         """waiting → holding (the child's token) → READY=1 once the child runs → stopping."""
         sock = self.notify_socket(abstract)
         script = self.gated("go", before=f"echo $LOCK_FENCING_TOKEN > {self.path('token')}; ")
-        at_ready = []
-
-        def look_at_the_children(d):
-            # At the moment READY=1 arrives, the child must have been exec'd already.
-            if is_ready(d):
-                at_ready.append([cmdline(c) for c in children_of(d.pid)])
-        sock.on_datagram = look_at_the_children
         proc = self.start_lock("p", script, env=self.notify_env(sock))
         ready = sock.wait_for_message(is_ready, what="READY=1", pid=proc.pid)
-        self.assertIn(["/bin/sh", "-c", script], at_ready[0],
-                      "READY=1 came before the child was exec'd")
         token = self.wait_file("token", "\n").strip()
         self.release("go")
         code, out, err = self.finish(proc)
@@ -165,6 +175,25 @@ class LifecycleTest(NotifyTestCase):
 
     def test_an_abstract_socket_hears_the_whole_run(self):
         self.check_lifecycle(abstract=True)
+
+    @unittest.skipUnless(shutil.which("strace"), "needs strace")
+    def test_ready_comes_once_the_child_is_execd(self):
+        # Watching the child from the socket's side cannot order the two: vfork lets lock go on
+        # as soon as the exec can no longer fail, before the kernel has set up the new program's
+        # arguments, and the datagram is read later still. lock's own system calls can.
+        lock_pid, trace = self.traced("vfork,execve,sendto")
+        calls = [call for pid, call in trace if pid == lock_pid]
+        started = next((i for i, c in enumerate(calls) if re.search(r"vfork.*= \d+$", c)), None)
+        ready = next((i for i, c in enumerate(calls)
+                      if c.startswith("sendto(") and "READY=1" in c), None)
+        self.assertIsNotNone(started, calls)
+        self.assertIsNotNone(ready, calls)
+        self.assertLess(started, ready, calls)
+        child = int(re.search(r"= (\d+)$", calls[started]).group(1))
+        # strace may split the child's execve into its start and its (successful) end.
+        execs = [c for pid, c in trace if pid == child and "execve" in c]
+        self.assertTrue(execs and execs[0].startswith('execve("/bin/sh", ["/bin/sh", "-c", ')
+                        and execs[-1].endswith("= 0"), execs)
 
     def test_a_semaphore_says_one_of_n_slots(self):
         sock = self.notify_socket()
@@ -316,28 +345,8 @@ class StoppingTest(NotifyTestCase):
     def test_lock_sends_stopping_before_it_signals_the_child(self):
         # The child's datagram comes after STOPPING=1 however lock orders the two steps if the
         # child is slow to answer; lock's own system calls, traced, show the order it chose.
-        sock = self.notify_socket()
-        trace = self.path("trace")
-        env = self.notify_env(sock)
-        # LeakSanitizer cannot work under ptrace; the rest of the sanitizers can.
-        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
-        proc = subprocess.Popen(["strace", "-f", "-qq", "-s", "256", "-e", "trace=sendto,kill",
-                                 "-e", "signal=none", "-o", trace, LOCK, "p", self.gated("child")],
-                                env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.procs.append(proc)
-        self.wait_held(proc, "child")
-        # lock's pid (strace's child) is the sender of the notifications.
-        lock_pid = sock.wait_for_message(is_ready, what="READY=1").pid
-        # Killing strace at the end would leave lock running, untraced.
-        self.addCleanup(lambda: pid_alive(lock_pid) and os.kill(lock_pid, signal.SIGKILL))
-        os.kill(lock_pid, signal.SIGTERM)
-        code, _, err = self.finish(proc)
-        if code != 0 and err.startswith("strace:"):
-            self.skipTest(f"cannot trace here: {err.strip()}")
-        self.assertEqual((code, err), (0, ""))
-        calls = [line.split(None, 1)[1] for line in read_file(trace).splitlines()
-                 if line.split(None, 1)[0] == str(lock_pid)]
+        lock_pid, trace = self.traced("sendto,kill")
+        calls = [call for pid, call in trace if pid == lock_pid]
         stopping = next((i for i, c in enumerate(calls)
                          if c.startswith("sendto(") and "STOPPING=1" in c), None)
         signalled = next((i for i, c in enumerate(calls)
