@@ -1,6 +1,7 @@
 """Shared pieces of the end-to-end tests: run the built `lock` binary as a user would, in a private
 state directory, and wait on conditions with deadlines instead of sleeping."""
 
+import json
 import os
 import shutil
 import signal
@@ -160,6 +161,20 @@ class LockTestCase(unittest.TestCase):
     def prefix_files(self, prefix):
         d = os.path.join(self.state, prefix.replace("/", "%2F"))
         return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def tickets(self, prefix="p"):
+        """The waiters' queue files (q.<n>) of a local prefix."""
+        return [f for f in self.prefix_files(prefix) if f.startswith("q.")]
+
+    def ticket_of(self, pid, prefix="p"):
+        """The queue file of the waiter `pid`, or None while it has none."""
+        for f in self.tickets(prefix):
+            try:
+                if json.loads(read_file(os.path.join(self.state, prefix, f)))["pid"] == pid:
+                    return f
+            except ValueError:
+                pass  # still being written
+        return None
 
 
 class ThreeSlots:

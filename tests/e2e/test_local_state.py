@@ -104,8 +104,7 @@ class LocalStateTest(LockTestCase):
         first = self.hold("-n", "2", gate="first", before=f"echo $LOCK_FENCING_TOKEN >> {tokens}; ")
         second = self.hold("-n", "2", gate="second", before=f"echo $LOCK_FENCING_TOKEN >> {tokens}; ")
         waiter = self.start_lock("-n", "2", "p", f"echo $LOCK_FENCING_TOKEN >> {tokens}")
-        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
-                 what="the waiter's ticket")
+        wait_for(self.tickets, what="the waiter's ticket")
         self.release("first")
         self.assert_succeeds(waiter)
         self.release("second")
@@ -184,8 +183,7 @@ class LocalStateTest(LockTestCase):
         holder = self.hold("-n", "2", gate="first")
         second = self.hold("-n", "2", gate="second")
         waiter = self.start_lock("-n", "2", "p", "true")
-        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
-                 what="the waiter's ticket")
+        wait_for(self.tickets, what="the waiter's ticket")
         self.release("second")
         self.assert_succeeds(second)
         self.assert_succeeds(waiter)

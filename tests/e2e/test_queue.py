@@ -20,9 +20,6 @@ def switches(task):
 
 class QueueCase(LockTestCase):
 
-    def tickets(self, prefix="p"):
-        return [f for f in self.prefix_files(prefix) if f.startswith("q.")]
-
     def queue_up(self, ident, *flags, prefix="p", child=None):
         """Starts a waiter whose child logs `ident` (or is `child`), and returns it once its ticket
         is in the queue."""

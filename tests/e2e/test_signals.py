@@ -1,7 +1,6 @@
 """Supervision of the child tree: signals to lock reach the child, every process the child started
 stops with it, and the lock is never handed on while any of them still runs."""
 
-import json
 import os
 import shutil
 import signal
@@ -163,22 +162,12 @@ class WaitingTest(SignalTestCase):
                 self.assertLess(time.monotonic() - start, 2 * SLOW)
                 self.assertEqual((rc, out, err), (1, "", f"lock: interrupted by {name(sig)} "
                                                          "while waiting for the lock\n"))
-                self.assertEqual([f for f in self.prefix_files("p") if f.startswith("q.")], [])
+                self.assertEqual(self.tickets(), [])
                 self.assertFalse(os.path.exists(marker))
         self.assertIsNone(holder.poll())
         open(go, "w").close()
         self.assertEqual(self.finish(holder)[0], 0)
         self.assertEqual(self.prefix_files("p"), [])
-
-    def ticket_of(self, pid):
-        for f in self.prefix_files("p"):
-            if f.startswith("q."):
-                try:
-                    if json.loads(read_file(os.path.join(self.state, "p", f)))["pid"] == pid:
-                        return f
-                except ValueError:
-                    pass  # still being written
-        return None
 
 
 class LeftoversTest(SignalTestCase):
@@ -289,8 +278,7 @@ class KilledLockTest(SignalTestCase):
 
     def watchdog_of_queued(self, waiter, find_watchdog):
         """Waits for `waiter` to queue, and returns its watchdog's pid."""
-        wait_for(lambda: any(n.startswith("q.") for n in self.prefix_files("p"))
-                 or waiter.poll() is not None, what="the waiter to queue")
+        wait_for(lambda: self.tickets() or waiter.poll() is not None, what="the waiter to queue")
         if waiter.poll() is not None:
             code, out, err = self.finish(waiter)
             self.skip_if_proc_not_hidden(err)

@@ -36,8 +36,7 @@ class StatusTest(LockTestCase):
         first = self.hold("-n", "2", gate="a")
         second = self.hold("-n", "2", gate="b")
         waiter = self.start_lock("-n", "2", "-name", "third", "p", "true")
-        wait_for(lambda: any(f.startswith("q.") for f in self.prefix_files("p")),
-                 what="the third to queue")
+        wait_for(self.tickets, what="the third to queue")
         # Its queue file appears a moment before the record in it is complete.
         wait_for(lambda: json.loads(self.status("-json").stdout)["waiters"], what="the third's record")
         r = self.status("-json")

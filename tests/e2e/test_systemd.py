@@ -85,16 +85,6 @@ class NotifyTestCase(LockTestCase):
         if proc.poll() is not None:
             self.fail(f"lock ended early: {self.finish(proc)}")
 
-    def ticket_of(self, pid, prefix="p"):
-        for f in self.prefix_files(prefix):
-            if f.startswith("q."):
-                try:
-                    if json.loads(read_file(os.path.join(self.state, prefix, f)))["pid"] == pid:
-                        return f
-                except ValueError:
-                    pass  # still being written
-        return None
-
     def since_of(self, pid, prefix="p"):
         """When the holder `pid` took its slot, as its slot file records it."""
         d = os.path.join(self.state, prefix)
