@@ -401,14 +401,14 @@ class RoundTripTest(ZooKeeperCase):
     """Requests and connections per acquisition and release on a new prefix, counted by a proxy
     in front of the server, so that they cannot grow unnoticed. Pings, which depend on time
     alone, are not counted. Each create of our node is tried once before its parents exist
-    (Curator's creatingParentContainersIfNeeded does the same) and each parent is made from the
-    root down."""
+    (Curator's creatingParentContainersIfNeeded does the same) and the parents are made from the
+    root down, except a semaphore's leases/, whose parent is known to be there."""
 
-    def round_trips(self, *flags):
+    def round_trips(self, *flags, prefix=None):
         log = RequestLog()
         host, port = self.zk.connect_string.rsplit(":", 1)
         with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
-            r = self.run_lock("-endpoints", proxy.address, *flags, self.prefix, "true")
+            r = self.run_lock("-endpoints", proxy.address, *flags, prefix or self.prefix, "true")
             self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assert_nothing_left()
         seen = log.requests()
@@ -427,8 +427,21 @@ class RoundTripTest(ZooKeeperCase):
             "connect",
             "create2", "createContainer", "createContainer", "create2", "exists", "getChildren2",  # locks
             "getChildren2",  # no lock of -n 1 under the prefix
-            "create2", "createContainer", "createContainer", "create2", "exists", "getChildren2",  # leases
+            "create2", "createContainer", "create2", "exists", "getChildren2",  # leases
             "delete",  # the internal mutex, before the child starts
+            "delete", "closeSession"])
+        self.assertEqual(connections, 1)
+
+    def test_semaphore_below_a_deeper_prefix(self):
+        """Every level of the prefix is made once, for locks/; leases/ is made alone."""
+        ops, connections = self.round_trips("-n", "3", prefix=f"{self.prefix}/a/b")
+        self.assertEqual(ops, [
+            "connect",
+            "create2", "createContainer", "createContainer", "createContainer", "createContainer",
+            "create2", "exists", "getChildren2",  # locks
+            "getChildren2",
+            "create2", "createContainer", "create2", "exists", "getChildren2",  # leases
+            "delete",
             "delete", "closeSession"])
         self.assertEqual(connections, 1)
 

@@ -73,8 +73,11 @@ class Contention {
   OwnNode semaphore() {
     OwnNode internal = mutex(base_ + "/locks");
     refuse_lock_layout();
+    // The prefix's node holds our node in locks/, so it is there and cannot be reaped: of the
+    // parents, only leases/ may be missing. Made from the root down, each write that finds a
+    // parent there costs the server a write to its log all the same.
     std::string leases = base_ + "/leases";
-    OwnNode me = create_protected(leases, kLeaseName);
+    OwnNode me = create_protected(leases, kLeaseName, base_);
     watch(me.path);
     std::string name = me.path.substr(leases.size() + 1);
     while (keep_going()) {
@@ -145,9 +148,10 @@ class Contention {
   }
 
   // Creates dir/_c_<uuid>-<name><sequence>, EPHEMERAL_SEQUENTIAL, with container parents as
-  // needed. After a connection loss the create may or may not have happened: our node is then
-  // looked for by its UUID before another is made, as Curator's protected mode does.
-  OwnNode create_protected(const std::string& dir, std::string_view name) {
+  // needed (below `existing`, an ancestor the caller knows is there, the first time). After a
+  // connection loss the create may or may not have happened: our node is then looked for by its
+  // UUID before another is made, as Curator's protected mode does.
+  OwnNode create_protected(const std::string& dir, std::string_view name, const std::string& existing = "") {
     std::string id = new_protection_id();
     std::string path = child_path(dir, protected_name(id, name));
     bool maybe_made = false;
@@ -173,7 +177,7 @@ class Contention {
           if (e.code != ZNONODE || ++parents_made > kParentRounds) throw;
           maybe_made = false;  // refused: nothing to look for
           try {
-            session_.create_parents(path, kRequestTimeout, &wake_);
+            session_.create_parents(path, kRequestTimeout, &wake_, parents_made == 1 ? existing : "");
           } catch (const ZkError& reaped) {
             // One reaped before the next was made under it: the next round makes it again. One
             // that can never be made (a chroot that does not exist) is the error told.

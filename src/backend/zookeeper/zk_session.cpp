@@ -225,8 +225,10 @@ std::string ZkSession::create(const std::string& path, const std::string& data, 
 }
 
 void ZkSession::create_parents(const std::string& path, std::chrono::milliseconds timeout,
-                               const Wake* wake) {
-  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+                               const Wake* wake, const std::string& existing) {
+  bool below = !existing.empty() && path.starts_with(existing + "/");
+  for (std::size_t slash = path.find('/', below ? existing.size() + 1 : 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
     std::string parent = path.substr(0, slash);
     try {
       create(parent, "", ZOO_CONTAINER, timeout, nullptr, wake);

@@ -71,9 +71,10 @@ class ZkSession {
   std::string create(const std::string& path, const std::string& data, int flags,
                      std::chrono::milliseconds timeout, Stat* stat = nullptr,
                      const Wake* wake = nullptr);
-  // Creates each missing ancestor of `path` as a CONTAINER node (reaped by the server once empty).
+  // Creates each missing ancestor of `path` as a CONTAINER node (reaped by the server once empty),
+  // from the root down, or only those below `existing` when that ancestor is known to be there.
   void create_parents(const std::string& path, std::chrono::milliseconds timeout,
-                      const Wake* wake = nullptr);
+                      const Wake* wake = nullptr, const std::string& existing = "");
   std::optional<Stat> exists(const std::string& path, bool watch, std::chrono::milliseconds timeout,
                              const Wake* wake = nullptr);
   std::optional<ZkNode> get(const std::string& path, bool watch, std::chrono::milliseconds timeout,
