@@ -173,11 +173,14 @@ class LayoutTest(ZooKeeperCase):
 
     def test_a_chroot_in_the_connect_string(self):
         # lock -endpoints host:port/app q takes the lock that lock on prefix app/q takes, and
-        # names its node inside the chroot; the chroot itself must exist, as for any client.
+        # names its node inside the chroot; the chroot itself must exist, as for any client, and
+        # the error says that it does not.
         r = self.run_lock("-endpoints", self.zk.connect_string + self.node, "q", "true")
         self.assertEqual(r.returncode, 1)
-        self.assertRegex(r.stderr, rf"^lock: ZooKeeper at {re.escape(self.zk.connect_string + self.node)}: "
-                         r"cannot create /q: no node\n$")
+        self.assertEqual(r.stderr, f"lock: ZooKeeper at {self.zk.connect_string + self.node}: cannot create /q: "
+                         f"the chroot {self.node} does not exist (create it, or leave it out of -endpoints)\n")
+        r2 = self.run_lock("-endpoints", self.zk.connect_string + self.node, "-n", "2", "q", "true")
+        self.assertEqual((r2.returncode, r2.stderr), (1, r.stderr))  # a semaphore's, the same
         self.zk.create(self.node)
         self.addCleanup(self.zk.delete, self.node, recursive=True)
         holder = self.hold(prefix=f"{self.prefix}/q")

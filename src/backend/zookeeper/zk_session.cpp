@@ -233,6 +233,11 @@ void ZkSession::create_parents(const std::string& path, std::chrono::millisecond
     try {
       create(parent, "", ZOO_CONTAINER, timeout, nullptr, wake);
     } catch (const ZkError& e) {
+      // Right under the root, only the chroot can be missing, and no client makes that.
+      std::size_t chroot = connect_.find('/');
+      if (e.code == ZNONODE && parent.rfind('/') == 0 && chroot != std::string::npos)
+        throw Error(where() + "cannot create " + printable(parent) + ": the chroot " +
+                    printable(connect_.substr(chroot)) + " does not exist (create it, or leave it out of -endpoints)");
       if (e.code != ZNODEEXISTS) throw;
     }
   }
