@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <functional>
+#include <iterator>
+#include <stdexcept>
 
 #include "backend/prefix.hpp"
 #include "cli/duration.hpp"
@@ -46,8 +49,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kBackendFlag
     {"endpoints", {"etcd", "zookeeper"}},
     {"state-dir", {"local"}}};
 
-// CLI11 keeps the flag table, the environment defaults, the conversions and the help text; Go's
-// single-dash syntax is handled in go_flags before it sees anything.
+// CLI11 keeps the options' targets, the environment defaults, the conversions and the help text;
+// Go's single-dash syntax is handled in go_flags before it sees anything.
 std::string invalid(const std::string& flag, const std::string& text, const std::string& why) {
   return "invalid value \"" + text + "\" for flag -" + flag + ": " + why;
 }
@@ -93,115 +96,176 @@ class GoStyleFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
+// Every flag: its name, whether it takes a value, and the environment variable that stands in
+// for it. Building a CLI11 option compares it with every option built before, so building all of
+// them cost a tenth of an uncontended run; a parse builds only the flags given and those whose
+// variable is set (Cli's `wanted`), and -help builds them all, checked against this list.
+struct FlagInfo {
+  std::string_view name;
+  FlagKind kind;
+  const char* env = nullptr;
+};
+constexpr FlagKind kBool = FlagKind::boolean, kValue = FlagKind::value;
+constexpr FlagInfo kFlags[] = {
+    {"n", kValue}, {"name", kValue}, {"monitor-retry", kValue}, {"timeout", kValue},
+    {"shell", kBool}, {"pass-stdin", kBool}, {"child-exit-code", kBool},
+    {"preserve-status", kBool}, {"kill-after", kValue}, {"verbose", kBool}, {"ready", kValue},
+    {"backend", kValue, "LOCK_BACKEND"}, {"state-dir", kValue, "LOCK_STATE_DIR"},
+    {"status", kBool}, {"json", kBool}, {"version", kBool},
+    {"http-addr", kValue, "CONSUL_HTTP_ADDR"}, {"token", kValue, "CONSUL_HTTP_TOKEN"},
+    {"token-file", kValue, "CONSUL_HTTP_TOKEN_FILE"}, {"ca-file", kValue, "CONSUL_CACERT"},
+    {"ca-path", kValue, "CONSUL_CAPATH"}, {"client-cert", kValue, "CONSUL_CLIENT_CERT"},
+    {"client-key", kValue, "CONSUL_CLIENT_KEY"},
+    {"tls-server-name", kValue, "CONSUL_TLS_SERVER_NAME"}, {"datacenter", kValue},
+    {"stale", kBool}, {"session-ttl", kValue}, {"lock-delay", kValue}, {"value", kValue},
+    {"endpoints", kValue, "ETCDCTL_ENDPOINTS"},
+    // Read from the environment only, like Consul does.
+    {"consul-http-ssl", kValue, "CONSUL_HTTP_SSL"},
+    {"consul-http-ssl-verify", kValue, "CONSUL_HTTP_SSL_VERIFY"}};
+
+const FlagInfo* flag_info(std::string_view name) {
+  for (const FlagInfo& f : kFlags)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::optional<FlagKind> kind_of(std::string_view name) {
+  if (name == "h" || name == "help") return FlagKind::boolean;
+  if (name == "try") return FlagKind::value;
+  if (name.starts_with("consul-")) return std::nullopt;
+  const FlagInfo* f = flag_info(name);
+  if (!f) return std::nullopt;
+  return f->kind;
+}
+
 struct Cli {
   Options o;
   std::string timeout_text, kill_after_text, ready_text, ssl_text, ssl_verify_text, session_ttl_text,
       lock_delay_text, endpoints_text;
   CLI::App app{kDescription, "lock"};
+  std::function<bool(const FlagInfo&)> wanted;
 
-  Cli() {
+  // Builds the flags `wanted` picks out of kFlags, or all of them.
+  explicit Cli(std::function<bool(const FlagInfo&)> which = nullptr) : wanted(std::move(which)) {
     app.formatter(std::make_shared<GoStyleFormatter>());
     app.get_formatter()->column_width(30);
     app.set_help_flag();  // -h and -help are Go's, handled in parse_options
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
     int_flag("n", o.limit, "Limit of lock holders; above 1 the lock is a semaphore");
-    app.add_option("--name", o.name, "Name of the session (default: from the child command)")
-        ->option_text("=<string>");
+    if (want("name"))
+      app.add_option("--name", o.name, "Name of the session (default: from the child command)")
+          ->option_text("=<string>");
     int_flag("monitor-retry", o.monitor_retry,
              "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
              "stopped (default 3)");
-    app.add_option("--timeout", timeout_text,
-                   "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever "
-                   "(-try is the same)")
-        ->option_text("=<duration>");
-    app.add_flag("--shell", o.shell, "Run the child with $SHELL -c (default true)");
-    app.add_flag("--pass-stdin", o.pass_stdin, "Give the child our stdin (else /dev/null)");
-    app.add_flag("--child-exit-code", o.child_exit_code,
-                 "Exit 2 if the child exited with an error");
-    app.add_flag("--preserve-status", o.preserve_status,
-                 "Exit with the child's own status (128+N if killed by signal N)");
-    app.add_option("--kill-after", kill_after_text,
-                   "Time between SIGTERM and SIGKILL when stopping the child (default 5s)")
-        ->option_text("=<duration>");
-    app.add_flag("--verbose", o.verbose, "Say what lock is doing, on stderr");
-    app.add_option("--ready", ready_text,
-                   "Under systemd (Type=notify), report the unit ready once the child runs (hold, "
-                   "the default) or once in line for the lock (wait)")
-        ->option_text("=<when>");
-    app.add_option("--backend", o.backend, "local (default), consul, etcd or zookeeper")
-        ->option_text("=<name>")
-        ->envname("LOCK_BACKEND");
-    app.add_option("--state-dir", o.state_dir,
-                   "Directory of the local backend's lock files (default /run/lock/lock, "
-                   "/run/lock/lock-<uid> or /tmp/lock-<uid>)")
-        ->option_text("=<path>")
-        ->envname("LOCK_STATE_DIR");
-    app.add_flag("--status", o.status,
-                 "Show who holds the prefix and who waits, and exit (0 held, 3 not held)");
-    app.add_flag("--json", o.json, "With -status, print JSON");
-    app.add_flag("--version", o.version, "Print the version and exit");
+    if (want("timeout"))
+      app.add_option("--timeout", timeout_text,
+                     "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever "
+                     "(-try is the same)")
+          ->option_text("=<duration>");
+    if (want("shell")) app.add_flag("--shell", o.shell, "Run the child with $SHELL -c (default true)");
+    if (want("pass-stdin")) app.add_flag("--pass-stdin", o.pass_stdin, "Give the child our stdin (else /dev/null)");
+    if (want("child-exit-code"))
+      app.add_flag("--child-exit-code", o.child_exit_code, "Exit 2 if the child exited with an error");
+    if (want("preserve-status"))
+      app.add_flag("--preserve-status", o.preserve_status,
+                   "Exit with the child's own status (128+N if killed by signal N)");
+    if (want("kill-after"))
+      app.add_option("--kill-after", kill_after_text,
+                     "Time between SIGTERM and SIGKILL when stopping the child (default 5s)")
+          ->option_text("=<duration>");
+    if (want("verbose")) app.add_flag("--verbose", o.verbose, "Say what lock is doing, on stderr");
+    if (want("ready"))
+      app.add_option("--ready", ready_text,
+                     "Under systemd (Type=notify), report the unit ready once the child runs (hold, "
+                     "the default) or once in line for the lock (wait)")
+          ->option_text("=<when>");
+    if (want("backend"))
+      app.add_option("--backend", o.backend, "local (default), consul, etcd or zookeeper")
+          ->option_text("=<name>");
+    if (want("state-dir"))
+      app.add_option("--state-dir", o.state_dir,
+                     "Directory of the local backend's lock files (default /run/lock/lock, "
+                     "/run/lock/lock-<uid> or /tmp/lock-<uid>)")
+          ->option_text("=<path>");
+    if (want("status"))
+      app.add_flag("--status", o.status,
+                   "Show who holds the prefix and who waits, and exit (0 held, 3 not held)");
+    if (want("json")) app.add_flag("--json", o.json, "With -status, print JSON");
+    if (want("version")) app.add_flag("--version", o.version, "Print the version and exit");
 
-    auto api = [&](const char* name, std::string& var, const char* env, const char* help) {
-      auto* opt = app.add_option(std::string("--") + name, var, help)
-                      ->option_text("=<value>")
-                      ->group("API Options");
-      if (env) opt->envname(env);
+    auto api = [&](const char* name, std::string& var, const char* help) {
+      if (want(name))
+        app.add_option(std::string("--") + name, var, help)->option_text("=<value>")->group("API Options");
     };
-    api("http-addr", o.api.http_addr, "CONSUL_HTTP_ADDR",
+    api("http-addr", o.api.http_addr,
         "Address of the Consul agent: host:port, http(s)://host:port or unix:///path");
-    api("token", o.api.token, "CONSUL_HTTP_TOKEN", "ACL token to use in the request");
-    api("token-file", o.api.token_file, "CONSUL_HTTP_TOKEN_FILE",
-        "File containing the ACL token");
-    api("ca-file", o.api.ca_file, "CONSUL_CACERT", "CA file for TLS");
-    api("ca-path", o.api.ca_path, "CONSUL_CAPATH", "Directory of CA certificates for TLS");
-    api("client-cert", o.api.client_cert, "CONSUL_CLIENT_CERT", "Client certificate for TLS");
-    api("client-key", o.api.client_key, "CONSUL_CLIENT_KEY", "Client key for TLS");
-    api("tls-server-name", o.api.tls_server_name, "CONSUL_TLS_SERVER_NAME",
-        "Server name to use as the SNI host for TLS");
-    api("datacenter", o.api.datacenter, nullptr, "Datacenter to query (default: the agent's)");
-    app.add_flag("--stale", o.api.stale, "Let any Consul server answer reads")->group("API Options");
-    app.add_option("--session-ttl", session_ttl_text,
-                   "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole "
-                   "seconds, default 10s)")
-        ->option_text("=<duration>")
-        ->group("Network Options");
-    app.add_option("--lock-delay", lock_delay_text,
-                   "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)")
-        ->option_text("=<duration>")
-        ->group("Network Options");
-    app.add_option_function<std::string>(
-           "--value", [this](const std::string& v) { o.value = v; },
-           "Value stored with the hold (default: a JSON record of host, pid and name)")
-        ->option_text("=<string>")
-        ->group("Network Options");
-    app.add_option("--endpoints", endpoints_text,
-                   "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for ZooKeeper, "
-                   "host:port[,host:port...][/chroot] (default 127.0.0.1:2181)")
-        ->option_text("=<urls>")
-        ->envname("ETCDCTL_ENDPOINTS")
-        ->group("Network Options");
-    // Read from the environment only, like Consul does.
-    app.add_option("--consul-http-ssl", ssl_text)->envname("CONSUL_HTTP_SSL")->group("");
-    app.add_option("--consul-http-ssl-verify", ssl_verify_text)
-        ->envname("CONSUL_HTTP_SSL_VERIFY")
-        ->group("");
+    api("token", o.api.token, "ACL token to use in the request");
+    api("token-file", o.api.token_file, "File containing the ACL token");
+    api("ca-file", o.api.ca_file, "CA file for TLS");
+    api("ca-path", o.api.ca_path, "Directory of CA certificates for TLS");
+    api("client-cert", o.api.client_cert, "Client certificate for TLS");
+    api("client-key", o.api.client_key, "Client key for TLS");
+    api("tls-server-name", o.api.tls_server_name, "Server name to use as the SNI host for TLS");
+    api("datacenter", o.api.datacenter, "Datacenter to query (default: the agent's)");
+    if (want("stale")) app.add_flag("--stale", o.api.stale, "Let any Consul server answer reads")->group("API Options");
+    if (want("session-ttl"))
+      app.add_option("--session-ttl", session_ttl_text,
+                     "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole "
+                     "seconds, default 10s)")
+          ->option_text("=<duration>")
+          ->group("Network Options");
+    if (want("lock-delay"))
+      app.add_option("--lock-delay", lock_delay_text,
+                     "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)")
+          ->option_text("=<duration>")
+          ->group("Network Options");
+    if (want("value"))
+      app.add_option_function<std::string>(
+             "--value", [this](const std::string& v) { o.value = v; },
+             "Value stored with the hold (default: a JSON record of host, pid and name)")
+          ->option_text("=<string>")
+          ->group("Network Options");
+    if (want("endpoints"))
+      app.add_option("--endpoints", endpoints_text,
+                     "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for "
+                     "ZooKeeper, host:port[,host:port...][/chroot] (default 127.0.0.1:2181)")
+          ->option_text("=<urls>")
+          ->group("Network Options");
+    if (want("consul-http-ssl")) app.add_option("--consul-http-ssl", ssl_text)->group("");
+    if (want("consul-http-ssl-verify")) app.add_option("--consul-http-ssl-verify", ssl_verify_text)->group("");
+
+    for (const FlagInfo& f : kFlags) {
+      CLI::Option* opt = app.get_option_no_throw("--" + std::string(f.name));
+      if (opt && f.env) opt->envname(f.env);
+    }
+    if (!wanted) check_against_kflags();
+  }
+
+  bool want(std::string_view name) const {
+    const FlagInfo* f = flag_info(name);
+    if (!f) throw std::logic_error("flag -" + std::string(name) + " is missing from kFlags");
+    return !wanted || wanted(*f);
   }
 
   void int_flag(const std::string& name, int& var, const std::string& help) {
+    if (!want(name)) return;
     app.add_option_function<std::string>(
            "--" + name, [name, &var](const std::string& text) { var = int_value(name, text); },
            help)
         ->option_text("=<int>");
   }
 
-  std::optional<FlagKind> kind_of(std::string_view name) const {
-    if (name == "h" || name == "help") return FlagKind::boolean;
-    if (name == "try") return FlagKind::value;
-    if (name.starts_with("consul-")) return std::nullopt;
-    const CLI::Option* opt = app.get_option_no_throw("--" + std::string(name));
-    if (!opt) return std::nullopt;
-    return opt->get_expected_min() == 0 ? FlagKind::boolean : FlagKind::value;
+  // With every flag built: each is in kFlags, of the kind kFlags says.
+  void check_against_kflags() const {
+    auto built = app.get_options();
+    if (built.size() != std::size(kFlags)) throw std::logic_error("a flag is defined but not in kFlags");
+    for (const CLI::Option* opt : built) {
+      const FlagInfo* f = flag_info(opt->get_lnames().front());
+      if (!f || (opt->get_expected_min() == 0) != (f->kind == FlagKind::boolean))
+        throw std::logic_error("flag -" + opt->get_lnames().front() + " is not as kFlags says");
+    }
   }
 };
 
@@ -297,19 +361,21 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
-  Cli cli;
-  GoArgs go = split_go_flags(args, [&](std::string_view n) { return cli.kind_of(n); });
+  GoArgs go = split_go_flags(args, kind_of);
 
-  std::vector<std::string> args_for_cli11;
+  std::vector<std::string> args_for_cli11, given;
+  std::vector<std::string> api_flags_given;
   for (const auto& [name, value] : go.flags) {
     if (name == "h" || name == "help") {
-      cli.o.help = true;
-      return cli.o;
+      Options o;
+      o.help = true;
+      return o;
     }
     check_value(name, value);
     std::string canonical = name == "try" ? "timeout" : name;
+    given.push_back(canonical);
     if (std::find(kApiFlags.begin(), kApiFlags.end(), canonical) != kApiFlags.end())
-      cli.o.api_flags_given.push_back("-" + canonical);
+      api_flags_given.push_back("-" + canonical);
     // CLI11 reads "--x=" as a missing value, Go as an empty one; "--x" "" is CLI11's empty value.
     if (value.empty()) {
       args_for_cli11.push_back("--" + canonical);
@@ -319,6 +385,10 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   std::vector<std::string> reversed(args_for_cli11.rbegin(), args_for_cli11.rend());
+  Cli cli([&](const FlagInfo& f) {
+    return std::find(given.begin(), given.end(), f.name) != given.end() || (f.env && std::getenv(f.env));
+  });
+  cli.o.api_flags_given = std::move(api_flags_given);
   try {
     cli.app.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -366,8 +436,6 @@ Options parse_options(const std::vector<std::string>& args) {
     for (const auto& word : o.child) joined += (joined.empty() ? "" : " ") + word;
     o.name = "lock for '" + joined + "' at '" + o.prefix + "'";
   }
-  std::vector<std::string> given;
-  for (const auto& flag : go.flags) given.push_back(flag.first == "try" ? "timeout" : flag.first);
   o.zookeeper = cli.endpoints_text;
   choose_backend(o, given);
   return o;
