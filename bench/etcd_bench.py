@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from etcd_server import EtcdServer, b64  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 import orphans  # noqa: E402
+from summary_table import print_summary  # noqa: E402
 
 DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
            (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
@@ -264,22 +265,15 @@ def main():
               f"(+{start['lock-net'] - start['lock']:.2f} ms)")
         med = {t: statistics.median(v) for t, v in wall.items()}
         rate = {t: statistics.median(v) for t, v in rates.items()}
-        print("\n== Summary: lock against etcdctl lock (peer) and the floor")
-        print(f"   {'measure':<34}{'lock':>9}{'peer':>9}{'ratio':>8}{'floor':>9}{'x floor':>9}")
-        lock, peer, floor_ms = med["lock"], med["etcdctl lock"], med["floor"]
-        print(f"   {'uncontended, ms':<34}{lock:>9.2f}{peer:>9.2f}{lock / peer:>7.2f}x"
-              f"{floor_ms:>9.2f}{lock / floor_ms:>8.2f}x")
-        print(f"   {'contended, acquisitions/s':<34}{rate['lock']:>9.1f}{rate['etcdctl lock']:>9.1f}"
-              f"{rate['lock'] / rate['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
-        for side in ("client", "etcd"):
-            mine, theirs = (statistics.median(cpu[t][side]) for t in tools)
-            label = "contended CPU/acq., " + ("tool, ms" if side == "client" else "etcd, ms")
-            print(f"   {label:<34}{mine:>9.2f}{theirs:>9.2f}{mine / theirs:>7.2f}x{'-':>9}{'-':>9}")
-        print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['etcdctl lock']:>9.1f}"
-              f"{rss['lock'] / rss['etcdctl lock']:>7.2f}x{'-':>9}{'-':>9}")
-        print(f"   {'start-up (-version), ms':<34}{start['lock-net']:>9.2f}{'-':>9}{'-':>8}"
-              f"{start['lock']:>9.2f}{start['lock-net'] / start['lock']:>8.2f}x"
-              "   (floor: the static lock)")
+        cpu_rows = [("contended CPU/acq., " + ("tool, ms" if side == "client" else "etcd, ms"),
+                     *(statistics.median(cpu[t][side]) for t in tools), None, 2)
+                    for side in ("client", "etcd")]
+        print_summary("lock against etcdctl lock (peer) and the floor", [
+            ("uncontended, ms", med["lock"], med["etcdctl lock"], med["floor"], 2),
+            ("contended, acquisitions/s", rate["lock"], rate["etcdctl lock"], None, 1),
+            *cpu_rows,
+            ("peak RSS, MB", rss["lock"], rss["etcdctl lock"], None, 1),
+            ("start-up (-version), ms", start["lock-net"], None, start["lock"], 2, "(floor: the static lock)")])
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

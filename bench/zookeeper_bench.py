@@ -18,6 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from etcd_bench import contended, peak_rss_mb, run  # noqa: E402
+from summary_table import print_summary  # noqa: E402
 import curator_peer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from zk_frames import RequestLog  # noqa: E402
@@ -132,15 +133,11 @@ def main():
         floor = min(kazoo_in, curator_in)
         med = {t: statistics.median(v) for t, v in wall.items()}
         rate = {t: statistics.median(v) for t, v in rates.items()}
-        print("\n== Summary: lock against kazoo's Lock (peer) and the floor (an acquire and release "
-              "in a connected process)")
-        print(f"   {'measure':<34}{'lock':>9}{'peer':>9}{'ratio':>8}{'floor':>9}{'x floor':>9}")
-        print(f"   {'process to process, ms':<34}{med['lock']:>9.2f}{med['kazoo Lock']:>9.2f}"
-              f"{med['lock'] / med['kazoo Lock']:>7.2f}x{floor:>9.2f}{med['lock'] / floor:>8.2f}x")
-        print(f"   {'contended, acquisitions/s':<34}{rate['lock']:>9.1f}{rate['kazoo Lock']:>9.1f}"
-              f"{rate['lock'] / rate['kazoo Lock']:>7.2f}x{'-':>9}{'-':>9}")
-        print(f"   {'peak RSS, MB':<34}{rss['lock']:>9.1f}{rss['kazoo Lock']:>9.1f}"
-              f"{rss['lock'] / rss['kazoo Lock']:>7.2f}x{'-':>9}{'-':>9}")
+        print_summary("lock against kazoo's Lock (peer) and the floor (an acquire and release in a "
+                      "connected process)", [
+            ("process to process, ms", med["lock"], med["kazoo Lock"], floor, 2),
+            ("contended, acquisitions/s", rate["lock"], rate["kazoo Lock"], None, 1),
+            ("peak RSS, MB", rss["lock"], rss["kazoo Lock"], None, 1)])
         print(f"\nreproduce: {' '.join(sys.argv)}")
 
 

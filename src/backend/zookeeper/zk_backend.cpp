@@ -179,8 +179,8 @@ class Contention {
           try {
             session_.create_parents(path, kRequestTimeout, &wake_, parents_made == 1 ? existing : "");
           } catch (const ZkError& reaped) {
-            // One reaped before the next was made under it: the next round makes it again. One
-            // that can never be made (a chroot that does not exist) is the error told.
+            // One reaped before the next was made under it: the next round makes it again, a
+            // few times. (A chroot that does not exist is told at once, as an Error.)
             if (reaped.code != ZNONODE || parents_made == kParentRounds) throw;
           }
           continue;
