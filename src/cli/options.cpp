@@ -236,11 +236,17 @@ struct Cli {
     if (want("consul-http-ssl")) app.add_option("--consul-http-ssl", ssl_text)->group("");
     if (want("consul-http-ssl-verify")) app.add_option("--consul-http-ssl-verify", ssl_verify_text)->group("");
 
-    for (const FlagInfo& f : kFlags) {
-      CLI::Option* opt = app.get_option_no_throw("--" + std::string(f.name));
-      if (opt && f.env) opt->envname(f.env);
+    // What was built takes its variable from kFlags. With every flag built, each is also checked
+    // against kFlags: its kind, and that no entry there is left undefined.
+    auto built = app.get_options();
+    for (CLI::Option* opt : built) {
+      const std::string& name = opt->get_lnames().front();
+      const FlagInfo& f = *flag_info(name);  // want() saw to it
+      if (!wanted && (opt->get_expected_min() == 0) != (f.kind == FlagKind::boolean))
+        throw std::logic_error("flag -" + name + " is not of the kind kFlags says");
+      if (f.env) opt->envname(f.env);
     }
-    if (!wanted) check_against_kflags();
+    if (!wanted && built.size() != std::size(kFlags)) throw std::logic_error("a flag in kFlags is not defined");
   }
 
   bool want(std::string_view name) const {
@@ -255,17 +261,6 @@ struct Cli {
            "--" + name, [name, &var](const std::string& text) { var = int_value(name, text); },
            help)
         ->option_text("=<int>");
-  }
-
-  // With every flag built: each is in kFlags, of the kind kFlags says.
-  void check_against_kflags() const {
-    auto built = app.get_options();
-    if (built.size() != std::size(kFlags)) throw std::logic_error("a flag is defined but not in kFlags");
-    for (const CLI::Option* opt : built) {
-      const FlagInfo* f = flag_info(opt->get_lnames().front());
-      if (!f || (opt->get_expected_min() == 0) != (f->kind == FlagKind::boolean))
-        throw std::logic_error("flag -" + opt->get_lnames().front() + " is not as kFlags says");
-    }
   }
 };
 
@@ -364,7 +359,6 @@ Options parse_options(const std::vector<std::string>& args) {
   GoArgs go = split_go_flags(args, kind_of);
 
   std::vector<std::string> args_for_cli11, given;
-  std::vector<std::string> api_flags_given;
   for (const auto& [name, value] : go.flags) {
     if (name == "h" || name == "help") {
       Options o;
@@ -374,8 +368,6 @@ Options parse_options(const std::vector<std::string>& args) {
     check_value(name, value);
     std::string canonical = name == "try" ? "timeout" : name;
     given.push_back(canonical);
-    if (std::find(kApiFlags.begin(), kApiFlags.end(), canonical) != kApiFlags.end())
-      api_flags_given.push_back("-" + canonical);
     // CLI11 reads "--x=" as a missing value, Go as an empty one; "--x" "" is CLI11's empty value.
     if (value.empty()) {
       args_for_cli11.push_back("--" + canonical);
@@ -388,7 +380,9 @@ Options parse_options(const std::vector<std::string>& args) {
   Cli cli([&](const FlagInfo& f) {
     return std::find(given.begin(), given.end(), f.name) != given.end() || (f.env && std::getenv(f.env));
   });
-  cli.o.api_flags_given = std::move(api_flags_given);
+  for (const auto& flag : given)
+    if (std::find(kApiFlags.begin(), kApiFlags.end(), flag) != kApiFlags.end())
+      cli.o.api_flags_given.push_back("-" + flag);
   try {
     cli.app.parse(reversed);
   } catch (const CLI::ParseError& e) {
