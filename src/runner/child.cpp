@@ -57,8 +57,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report, errno);
     close(null);
   }
-  // A library may open descriptors without close-on-exec: only the ones listed cross exec.
-  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (spec.close_unlisted) close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
   signals.restore_in_child();
   execvpe(argv[0], argv, envp);

@@ -17,7 +17,10 @@ struct ChildSpec {
   bool pass_stdin = false;        // else /dev/null
   bool on_terminal = false;       // its stdin is our terminal (-pass-stdin on a tty)
   bool take_terminal = false;     // ... and we are in the foreground: give it the terminal now
-  std::vector<int> inherit_fds;   // descriptors to keep open across exec; all others close
+  std::vector<int> inherit_fds;   // descriptors to keep open across exec
+  // Whether every other descriptor closes at exec, whatever its close-on-exec flag (for what a
+  // library may have opened without it); if not, they cross exec as their flags say.
+  bool close_unlisted = true;
 };
 
 // The descriptors above stdio that we were started with and that would cross exec: the

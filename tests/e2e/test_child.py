@@ -7,7 +7,7 @@ import os
 import subprocess
 import unittest
 
-from harness import LOCK, LockTestCase, read_file
+from harness import LOCK, LockTestCase, read_file, wait_for
 
 # A shell that records the arguments it was given, one per line, and then does the real work.
 LOGGING_SHELL = """#!/bin/sh
@@ -110,6 +110,43 @@ class EnvironmentTest(ChildTestCase):
         tokens = [int(self.child_env()[1]["LOCK_FENCING_TOKEN"]) for _ in range(3)]
         self.assertLess(tokens[0], tokens[1])
         self.assertLess(tokens[1], tokens[2])
+
+
+class DescriptorsTest(ChildTestCase):
+    """The local backend opens every descriptor of its own close-on-exec and closes nothing else at
+    the child's exec: the child gets stdio, what our caller passed on, and the slot file's."""
+
+    def start_waiting_child(self, passed, gate):
+        """A lock given `passed` whose child writes its pid, then waits for release(gate)."""
+        return self.start_lock("p", f"echo $$ > {self.path('pid.' + gate)}; "
+                               f"while [ ! -e {self.path(gate)} ]; do sleep 0.01; done",
+                               pass_fds=(passed.fileno(),))
+
+    def assert_only_the_callers_and_the_slots(self, gate, passed):
+        pid = self.wait_file("pid." + gate, text="\n").strip()
+        fd_dir = f"/proc/{pid}/fd"
+        fds = {int(fd): os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)}
+        self.assertEqual(fds.pop(passed.fileno()), self.path("passed"))
+        slot, = [fd for fd, to in fds.items() if to == os.path.join(self.state, "p", "slot.0")]
+        self.assertEqual(sorted(fds), [0, 1, 2, slot])
+
+    def test_uncontended(self):
+        with open(self.path("passed"), "w") as passed:
+            p = self.start_waiting_child(passed, "go")
+            self.assert_only_the_callers_and_the_slots("go", passed)
+        self.release("go")
+        self.assert_succeeds(p)
+
+    def test_after_waiting_in_line(self):
+        holder = self.hold()
+        with open(self.path("passed"), "w") as passed:
+            waiter = self.start_waiting_child(passed, "go")
+            wait_for(self.tickets, what="the waiter to queue")
+            self.release()
+            self.assert_succeeds(holder)
+            self.assert_only_the_callers_and_the_slots("go", passed)
+        self.release("go")
+        self.assert_succeeds(waiter)
 
 
 class StreamsTest(ChildTestCase):
