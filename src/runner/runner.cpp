@@ -67,7 +67,7 @@ int run(const Options& o) {
   // a library may open its own without close-on-exec, the ones we were started with are listed
   // before any library runs and every other one is closed at exec. Where we open every descriptor
   // ourselves, close-on-exec, the flags already say what crosses, and the listing is spared: it
-  // cost 0.1 ms a run, /proc making an inode for each descriptor it lists.
+  // cost 0.05 to 0.1 ms a run, /proc making an inode for each descriptor it lists.
   bool close_unlisted = !opens_only_own_descriptors(o.backend);
   std::vector<int> pass_down = close_unlisted ? passed_down_fds() : std::vector<int>{};
   auto backend = make_backend(o);
