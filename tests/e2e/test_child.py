@@ -126,8 +126,9 @@ class DescriptorsTest(ChildTestCase):
         pid = self.wait_file("pid." + gate, text="\n").strip()
         fd_dir = f"/proc/{pid}/fd"
         fds = {int(fd): os.readlink(os.path.join(fd_dir, fd)) for fd in os.listdir(fd_dir)}
-        self.assertEqual(fds.pop(passed.fileno()), self.path("passed"))
-        slot, = [fd for fd, to in fds.items() if to == os.path.join(self.state, "p", "slot.0")]
+        self.assertEqual(fds.pop(passed.fileno()), os.path.realpath(self.path("passed")))
+        slot_file = os.path.realpath(os.path.join(self.state, "p", "slot.0"))
+        slot, = [fd for fd, to in fds.items() if to == slot_file]
         self.assertEqual(sorted(fds), [0, 1, 2, slot])
 
     def test_uncontended(self):
