@@ -241,10 +241,12 @@ struct Cli {
     auto built = app.get_options();
     for (CLI::Option* opt : built) {
       const std::string& name = opt->get_lnames().front();
-      const FlagInfo& f = *flag_info(name);  // want() saw to it
-      if (!wanted && (opt->get_expected_min() == 0) != (f.kind == FlagKind::boolean))
+      // want() checked the name it was asked about, not the one then defined.
+      const FlagInfo* f = flag_info(name);
+      if (!f) throw std::logic_error("flag -" + name + " is defined but not in kFlags");
+      if (!wanted && (opt->get_expected_min() == 0) != (f->kind == FlagKind::boolean))
         throw std::logic_error("flag -" + name + " is not of the kind kFlags says");
-      if (f.env) opt->envname(f.env);
+      if (f->env) opt->envname(f->env);
     }
     if (!wanted && built.size() != std::size(kFlags)) throw std::logic_error("a flag in kFlags is not defined");
   }
