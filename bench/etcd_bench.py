@@ -86,13 +86,10 @@ def idle_rate(pid, seconds=2.0):
     return (cpu_seconds(pid) - before) / (time.monotonic() - t0)
 
 
-def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
-    """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once;
-    with the CPU each acquisition cost the clients (the tool, its child, the harness) and, given
-    `etcd`, etcd (the expiry of leases left behind included, its idle use taken off; else None).
-    The ZooKeeper bench uses it without etcd."""
-    if etcd:
-        settle(etcd)
+def all_at_once(contenders, ready):
+    """Forks `contenders` processes; each calls ready(), which returns its work, and waits. The
+    go() returned lets them all start at once and returns the seconds until all ended and whether
+    every work returned without failing (false)."""
     go_r, go_w = os.pipe()
     pids = []
     for _ in range(contenders):
@@ -101,20 +98,43 @@ def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
             failed = True
             try:
                 os.close(go_w)
-                orphans.adopt()  # so that lock's watchdogs, which outlive it a moment, count too
+                work = ready()
                 os.read(go_r, 1)
-                failed = sum(run(argv, env)[1] != 0 for _ in range(rounds))
-                orphans.reap()
+                failed = work()
             finally:
                 os._exit(1 if failed else 0)  # never back into the parent's code
         pids.append(pid)
     os.close(go_r)
+
+    def go():
+        t0 = time.perf_counter()
+        os.close(go_w)  # everyone starts now
+        ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
+        return time.perf_counter() - t0, ok
+    return go
+
+
+def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
+    """Acquisitions per second of `contenders` processes doing `rounds` runs each, all at once;
+    with the CPU each acquisition cost the clients (the tool, its child, the harness) and, given
+    `etcd`, etcd (the expiry of leases left behind included, its idle use taken off; else None).
+    The ZooKeeper bench uses it without etcd."""
+    if etcd:
+        settle(etcd)
+
+    def ready():
+        orphans.adopt()  # so that lock's watchdogs, which outlive it a moment, count too
+
+        def work():
+            failed = sum(run(argv, env)[1] != 0 for _ in range(rounds))
+            orphans.reap()
+            return failed
+        return work
+    go = all_at_once(contenders, ready)
     clients = resource.getrusage(resource.RUSAGE_CHILDREN)
     server = cpu_seconds(etcd.proc.pid) if etcd else 0.0
     t0 = time.perf_counter()
-    os.close(go_w)  # everyone starts now
-    ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
-    took = time.perf_counter() - t0
+    took, ok = go()
     done = resource.getrusage(resource.RUSAGE_CHILDREN)
     n = contenders * rounds
     client_ms = (done.ru_utime + done.ru_stime - clients.ru_utime - clients.ru_stime) / n * 1e3
@@ -149,14 +169,17 @@ def round_trips(etcd, argv, env):
 
 
 class FloorClient:
-    """The floor: the requests an acquisition and release cannot do without (lease grant, the
-    transaction that queues and reads the queue, revoke), from a client that is already running,
-    on one kept-alive connection. What lock adds to it is its process, its child and its TCP
-    connection."""
+    """The floor: the requests an acquisition and release cannot do without, from a client that
+    is already running, on one kept-alive connection: lease grant, the transaction that queues and
+    reads the queue, revoke; under contention, between the last two, a watch on the key just ahead
+    (on a connection of its own, since only closing it ends the stream) and a read of the queue
+    once it goes, until no key is ahead. What lock adds to it is its process, its child and its
+    TCP connections."""
 
     def __init__(self, url, prefix):
-        host, port = url.split("//")[1].rsplit(":", 1)
-        self.conn = http.client.HTTPConnection(host, int(port))
+        self.host, port = url.split("//")[1].rsplit(":", 1)
+        self.port = int(port)
+        self.conn = http.client.HTTPConnection(self.host, self.port)
         self.prefix = prefix
 
     def call(self, path, body):
@@ -166,6 +189,32 @@ class FloorClient:
         if reply.status != 200:
             sys.exit(f"floor client: {path}: {reply.status} {data}")
         return data
+
+    def ahead(self, below):
+        """The last key created before revision `below`, if any, and the revision read at."""
+        reply = self.call("/v3/kv/range", {
+            "key": b64(f"{self.prefix}/".encode()), "range_end": b64(f"{self.prefix}0".encode()),
+            "sort_order": "DESCEND", "sort_target": "CREATE", "keys_only": True, "limit": 1,
+            "max_create_revision": str(below - 1)})
+        return (reply["kvs"][0]["key"] if reply.get("kvs") else None), int(reply["header"]["revision"])
+
+    def wait_deleted(self, key, after, may_lag):
+        """Waits until `key` is deleted at a revision after `after`. Unless `may_lag`, returns
+        True at once when etcd is already past `after` as the watch is made: etcd would serve that
+        watch from its history, which it looks through every 100 ms, so reading again is quicker
+        (as lock does)."""
+        watch = http.client.HTTPConnection(self.host, self.port)
+        watch.request("POST", "/v3/watch", json.dumps(
+            {"create_request": {"key": key, "start_revision": str(after + 1)}}))
+        stream = watch.getresponse()
+        behind = False
+        for line in stream:
+            result = json.loads(line)["result"]
+            behind = result.get("created") and int(result["header"]["revision"]) > after and not may_lag
+            if behind or any(e.get("type") == "DELETE" for e in result.get("events", [])):
+                break
+        watch.close()
+        return behind
 
     def run(self):
         """Returns the wall ms of one acquisition and release."""
@@ -181,8 +230,36 @@ class FloorClient:
             "failure": [read]})
         if not reply.get("succeeded"):
             sys.exit("floor client: the transaction did not queue")
+        mine = int(reply["header"]["revision"])
+        kvs = reply["responses"][1]["response_range"].get("kvs", [])
+        before = [kv for kv in kvs if int(kv["create_revision"]) < mine]
+        waiting_on, seen = (before[-1]["key"] if before else None), mine
+        behind = 0  # looks in a row whose watch began behind etcd; the fourth is kept
+        while waiting_on:
+            behind = behind + 1 if self.wait_deleted(waiting_on, seen, behind == 3) else 0
+            waiting_on, seen = self.ahead(mine)
         self.call("/v3/lease/revoke", {"ID": lease})
         return (time.perf_counter() - t0) * 1e3
+
+
+def contended_floor(url, contenders, rounds, etcd):
+    """Acquisitions per second of `contenders` floor clients doing `rounds` acquisitions each, all
+    at once: the most any tool that follows the recipe could reach here, before it starts a
+    process or runs a child."""
+    settle(etcd)
+
+    def ready():
+        client = FloorClient(url, "bench/floor-contended")
+
+        def work():
+            for _ in range(rounds):
+                client.run()
+            return False
+        return work
+    took, ok = all_at_once(contenders, ready)()
+    if not ok:
+        sys.exit("floor clients failed under contention")
+    return contenders * rounds / took
 
 
 def main():
@@ -234,6 +311,7 @@ def main():
         idle = idle_rate(etcd.proc.pid)
         # What the harness costs per run (fork, posix_spawn, wait), with /bin/true alone: taken off.
         harness_ms = contended(["/bin/true"], env, a.contenders, a.rounds, etcd, idle)[2]
+        floor_rates = []
         for _ in range(a.trials):
             for name, argv in tools.items():
                 rate, ok, client_ms, etcd_ms = contended(argv, env, a.contenders, a.rounds, etcd, idle)
@@ -242,9 +320,11 @@ def main():
                 rates[name].append(rate)
                 cpu[name]["client"].append(client_ms - harness_ms)
                 cpu[name]["etcd"].append(etcd_ms)
-        for name in tools:
-            print(f"   {name:14} {statistics.median(rates[name]):7.1f}/s   "
-                  f"(trials: {', '.join(f'{r:.1f}' for r in rates[name])})")
+            floor_rates.append(contended_floor(etcd.url, a.contenders, a.rounds, etcd))
+        for name, trials in [*rates.items(), ("floor", floor_rates)]:
+            print(f"   {name:14} {statistics.median(trials):7.1f}/s   "
+                  f"(trials: {', '.join(f'{r:.1f}' for r in trials)})"
+                  + ("   (the recipe alone, from running processes: no start, no child)" if name == "floor" else ""))
         print(f"   lock/etcdctl: {statistics.median(rates['lock']) / statistics.median(rates['etcdctl lock']):.1f}x")
         print("   CPU per acquisition, median: the tool itself (the harness and a run of /bin/true, "
               "measured alone, taken off), and etcd "
@@ -270,7 +350,8 @@ def main():
                     for side in ("client", "etcd")]
         print_summary("lock against etcdctl lock (peer) and the floor", [
             ("uncontended, ms", med["lock"], med["etcdctl lock"], med["floor"], 2),
-            ("contended, acquisitions/s", rate["lock"], rate["etcdctl lock"], None, 1),
+            ("contended, acquisitions/s", rate["lock"], rate["etcdctl lock"],
+             statistics.median(floor_rates), 1, "(floor: the most the recipe allows)"),
             *cpu_rows,
             ("peak RSS, MB", rss["lock"], rss["etcdctl lock"], None, 1),
             ("start-up (-version), ms", start["lock-net"], None, start["lock"], 2, "(floor: the static lock)")])

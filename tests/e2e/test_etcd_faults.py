@@ -7,11 +7,12 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 import urllib.error
 
-from etcd_fake import FakeEtcd, reply
+from etcd_fake import FakeEtcd, b64, reply, unb64
 from etcd_server import EtcdTestCase
 from harness import LOCK, SLOW, LockTestCase, peak_rss, read_file, send, wait_for
 from notify_socket import NotifiesWhileWaiting, NotifySocket
@@ -231,6 +232,26 @@ class BusyLoopTest(FakeEtcdCase):
                 self.assertIn("timed out waiting for prefix 'p'", r.stderr)
                 self.assert_bounded(r)
 
+    def test_a_waiter_whose_watches_etcd_makes_behind_and_ends(self):
+        # Each watch made behind is followed by a read and a new watch at once, three in a row at
+        # most (WatchBehindTest): the backoff still spaces the rounds, so at most four times as
+        # many watches, with a read before each.
+        def behind_then_ends(request, default):
+            with self.fake.lock:
+                self.fake.revision += 1
+                line = json.dumps({"result": {"header": self.fake.header(), "created": True}}) + "\n"
+            return reply(200, stream=lambda write: write(line.encode()))
+        self.fake.put_key("p/1")
+        self.fake.override("/v3/watch", behind_then_ends)
+        r = run_measured(self, "-timeout", "3s", "p", "touch " + self.ran)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("timed out waiting for prefix 'p'", r.stderr)
+        watches = len(self.fake.requests("/v3/watch"))
+        self.assertGreaterEqual(watches, 3 * 4, "it gave up watching")
+        self.assertLessEqual(watches, 15 * 4, f"{watches} watches in {r.elapsed:.1f}s")
+        self.assertLessEqual(len(self.fake.requests("/v3/kv/range")), watches)
+        self.assertLess(r.cpu, 0.5 * SLOW, f"{r.cpu:.2f}s of CPU in {r.elapsed:.1f}s")
+
     def test_a_holder(self):
         # A line that is not JSON ends the holder's watch (a waiter's is refused: see above).
         garbage = lambda request, default: reply(200, stream=lambda write: write(b"garbage\n"))  # noqa: E731
@@ -244,6 +265,75 @@ class BusyLoopTest(FakeEtcdCase):
                 # Each watch is preceded by a read of our key, no more.
                 self.assertLessEqual(len(self.fake.requests("/v3/kv/range")),
                                      len(self.fake.requests("/v3/watch")) + 1)
+
+
+class WatchBehindTest(FakeEtcdCase):
+    """etcd serves a watch that begins at a revision it has already passed from its history, which
+    it looks through only every 100 ms, so a release reaches such a watch late. A waiter whose
+    watch etcd made behind its own revision reads the queue again and watches anew, up to three
+    times in a row, and then keeps the watch it has."""
+
+    def watches(self, behind, hears):
+        """An override for /v3/watch. Before each of the first `behind` watches is made, someone
+        else writes (etcd moves on); the `hears`-th watch then hears the holder ahead, p/1, go.
+        Returns the create requests of the waiter's watches (on p/1), as they come. A watch made
+        behind that is to hear the release waits 0.5 s first, and stays quiet if the waiter has
+        made another watch by then."""
+        made = []
+        another = threading.Condition()
+
+        def moved_on(n):
+            with another:
+                return another.wait_for(lambda: len(made) > n, 0.5)
+
+        def answer(request, default):
+            create = request["create_request"]
+            if unb64(create["key"]) != "p/1":
+                return default()  # the new holder's watch on its own key
+            with another:
+                made.append(create)
+                n = len(made)
+                another.notify_all()
+            with self.fake.lock:
+                if n <= behind:
+                    self.fake.revision += 1
+                header = self.fake.header()
+
+            def stream(write):
+                write((json.dumps({"result": {"header": header, "created": True}}) + "\n").encode())
+                if n == hears and not (n <= behind and moved_on(n)):
+                    with self.fake.lock:
+                        del self.fake.kvs["p/1"]
+                        self.fake.revision += 1
+                        rev = str(self.fake.revision)
+                    write((json.dumps({"result": {"header": {"revision": rev}, "events": [
+                        {"type": "DELETE", "kv": {"key": b64("p/1"), "mod_revision": rev}}]}}) + "\n").encode())
+                self.fake.stopping.wait(30)
+            return reply(200, stream=stream)
+        self.fake.override("/v3/watch", answer)
+        return made
+
+    def test_a_watch_made_behind_etcd_is_made_again(self):
+        self.fake.put_key("p/1")  # the holder ahead
+        made = self.watches(behind=1, hears=2)
+        r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.exists(self.ran))
+        self.assertEqual(len(made), 2)
+        # The second watch begins after the queue read again, which saw etcd's new revision.
+        self.assertEqual(int(made[1]["start_revision"]), int(made[0]["start_revision"]) + 1)
+        first, second = self.fake.requests("/v3/watch")[:2]
+        self.assertTrue(any(first < t < second for t in self.fake.requests("/v3/kv/range")))
+
+    def test_the_fourth_watch_in_a_row_made_behind_is_kept(self):
+        # With etcd moving on before every watch, reading again would never end: the fourth
+        # watch is kept, and hears the release (late, on a real etcd, but it hears it).
+        self.fake.put_key("p/1")
+        made = self.watches(behind=10, hears=4)
+        r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.exists(self.ran))
+        self.assertEqual(len(made), 4)
 
 
 class EndlessReplyTest(FakeEtcdCase):

@@ -80,12 +80,24 @@ enum class Turn {
   held,     // fewer than the limit ahead of us
   changed,  // something that may let us in happened: look again at once
   quiet,    // the watch ended (or was cut short) with no such news
+  behind,   // the watch began behind etcd's revision, so etcd would be slow to tell us
 };
+
+// How many looks in a row may end `behind` before we keep such a watch all the same.
+constexpr int kLooksBehind = 3;
 
 // One look at the queue `q`, as just read: we hold, or we wait on one watch until something that
 // may let us in happens, the stream ends, or `wake` says stop.
+//
+// The watch starts just after the revision `q` was read at, so that nothing that happens after
+// the read is missed. But when etcd has moved past that revision by the time the watch is made
+// (any write moves it on: a contender that came or went, or a key anywhere else), etcd serves the
+// watch from its history, which it looks through only every 100 ms, until the watch has caught
+// up: a release in that time reaches us up to 100 ms late, and the whole queue waits that long.
+// etcd says where it stands when it makes the watch; unless `may_lag`, a watch made behind ends
+// there (`behind`), and we read the queue again, which is quicker.
 Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
-               const Wake& wake) {
+               const Wake& wake, bool may_lag) {
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
       q.contenders.back().create_revision != me.create_revision)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
@@ -110,6 +122,11 @@ Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, co
                : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
   Turn turn = Turn::quiet;
   client.watch(watch, [&](const WatchMessage& m) {
+    if (m.created && m.revision > q.revision && !may_lag) {
+      verbose("etcd is at revision {} already, past the queue we read: reading it again", m.revision);
+      turn = Turn::behind;
+      return false;
+    }
     for (const WatchEvent& event : m.events) {
       bool changed;
       if (head)  // a key ahead of us went (a deleted key's create revision is in its prev_kv)
@@ -192,6 +209,7 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
   LeaseWait wait(deadline, interrupt, lease->keeper());
   Backoff backoff;
   int quick_news = 0;  // looks in a row whose watch brought news as soon as it opened
+  int behind = 0;      // looks in a row whose watch began behind etcd
   while (wait.keep_going()) {
     std::chrono::milliseconds pause;
     try {
@@ -200,7 +218,9 @@ std::unique_ptr<Hold> EtcdBackend::queue_and_wait(const LockSpec& spec, Deadline
       Queue q = known ? std::move(*known)
                       : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
       known.reset();
-      Turn turn = wait_turn(client, spec, me, q, wake);
+      Turn turn = wait_turn(client, spec, me, q, wake, behind == kLooksBehind);
+      behind = turn == Turn::behind ? behind + 1 : 0;
+      if (turn == Turn::behind) continue;
       if (turn == Turn::held) {
         // Written again so that the waiter just behind us learns that we hold (etcd_queue.hpp).
         if (spec.limit > 1) client.call("put", "/v3/kv/put", kv, std::chrono::seconds(5), decode_header);

@@ -11,10 +11,6 @@ namespace lk {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
-namespace {
-
-}  // namespace
-
 std::string prefix_end(const std::string& key_prefix) {
   std::string end = key_prefix;
   while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();

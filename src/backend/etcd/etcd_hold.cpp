@@ -61,6 +61,10 @@ void EtcdHold::release() {
 // created (same create revision), and the watch starts just after that read. So no deletion can
 // fall between two streams. A stream that ends soon after it opened made no progress, and the
 // next one waits on a backoff: a server that closes streams at once must not make us spin.
+// A stream that etcd makes behind its own revision hears a deletion up to 100 ms late (see
+// wait_turn in etcd_backend.cpp). A waiter reads again then, since the whole queue would wait on
+// it; here it is kept: making it again would cost a read and a stream on most holds under
+// contention, for the notice of a key deleted by hand within the hold's first 100 ms.
 void EtcdHold::watch_own_key(std::int64_t held_at) {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
