@@ -1,7 +1,8 @@
 """The etcd backend under brief faults and bad replies: no false loss with short TTLs, 2.5 s
 outages ridden out, malformed and endless replies refused before anything starts, no busy loop
-on watches that end at once, 503 said as such and Retry-After honoured, and a bounded exit when
-etcd hangs at release, with nothing left behind when it only fails for a while."""
+on watches that end at once, a waiter's watch that etcd makes behind its revision made again,
+503 said as such and Retry-After honoured, and a bounded exit when etcd hangs at release, with
+nothing left behind when it only fails for a while."""
 
 import json
 import os
@@ -247,7 +248,7 @@ class BusyLoopTest(FakeEtcdCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("timed out waiting for prefix 'p'", r.stderr)
         watches = len(self.fake.requests("/v3/watch"))
-        self.assertGreaterEqual(watches, 3 * 4, "it gave up watching")
+        self.assertGreaterEqual(watches, 3 * 4, f"only {watches}: watches made behind are not made again")
         self.assertLessEqual(watches, 15 * 4, f"{watches} watches in {r.elapsed:.1f}s")
         self.assertLessEqual(len(self.fake.requests("/v3/kv/range")), watches)
         self.assertLess(r.cpu, 0.5 * SLOW, f"{r.cpu:.2f}s of CPU in {r.elapsed:.1f}s")
@@ -268,8 +269,8 @@ class BusyLoopTest(FakeEtcdCase):
 
 
 class WatchBehindTest(FakeEtcdCase):
-    """etcd serves a watch that begins at a revision it has already passed from its history, which
-    it looks through only every 100 ms, so a release reaches such a watch late. A waiter whose
+    """etcd serves a watch that begins at or before its own revision from its history, which it
+    looks through only every 100 ms, so a release reaches such a watch late. A waiter whose
     watch etcd made behind its own revision reads the queue again and watches anew, up to three
     times in a row, and then keeps the watch it has."""
 
@@ -334,6 +335,21 @@ class WatchBehindTest(FakeEtcdCase):
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertTrue(os.path.exists(self.ran))
         self.assertEqual(len(made), 4)
+
+    def test_a_watch_refused_as_it_is_made_is_an_error_at_once(self):
+        # etcd says both "created" and "canceled" when it refuses a watch: that is the refusal,
+        # whatever the revision, not a watch made behind to make again.
+        def refused(request, default):
+            with self.fake.lock:
+                self.fake.revision += 1
+                line = json.dumps({"result": {"header": self.fake.header(), "created": True,
+                                              "canceled": True, "cancel_reason": "permission denied"}})
+            return reply(200, stream=lambda write: write((line + "\n").encode()))
+        self.fake.put_key("p/1")
+        self.fake.override("/v3/watch", refused)
+        r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
+        self.assert_refused(r, "watch", "etcd ended it: permission denied")
+        self.assertEqual(len(self.fake.requests("/v3/watch")), 1)
 
 
 class EndlessReplyTest(FakeEtcdCase):

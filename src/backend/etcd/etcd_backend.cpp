@@ -83,7 +83,9 @@ enum class Turn {
   behind,   // the watch began behind etcd's revision, so etcd would be slow to tell us
 };
 
-// How many looks in a row may end `behind` before we keep such a watch all the same.
+// How many looks in a row may end `behind` before we keep such a watch all the same: on an etcd
+// that others write to all the time, every watch is made behind, and reading again would never
+// end.
 constexpr int kLooksBehind = 3;
 
 // One look at the queue `q`, as just read: we hold, or we wait on one watch until something that
@@ -94,8 +96,9 @@ constexpr int kLooksBehind = 3;
 // (any write moves it on: a contender that came or went, or a key anywhere else), etcd serves the
 // watch from its history, which it looks through only every 100 ms, until the watch has caught
 // up: a release in that time reaches us up to 100 ms late, and the whole queue waits that long.
-// etcd says where it stands when it makes the watch; unless `may_lag`, a watch made behind ends
-// there (`behind`), and we read the queue again, which is quicker.
+// The message that says the watch is made carries etcd's revision (read just before etcd made it:
+// a write in between goes unseen, and that watch lags); unless `may_lag`, a watch made behind
+// ends there (`behind`), and we read the queue again, which is quicker.
 Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
                const Wake& wake, bool may_lag) {
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
@@ -122,7 +125,7 @@ Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, co
                : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
   Turn turn = Turn::quiet;
   client.watch(watch, [&](const WatchMessage& m) {
-    if (m.created && m.revision > q.revision && !may_lag) {
+    if (m.created && !m.canceled && m.revision > q.revision && !may_lag) {
       verbose("etcd is at revision {} already, past the queue we read: reading it again", m.revision);
       turn = Turn::behind;
       return false;

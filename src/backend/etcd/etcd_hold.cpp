@@ -64,7 +64,9 @@ void EtcdHold::release() {
 // A stream that etcd makes behind its own revision hears a deletion up to 100 ms late (see
 // wait_turn in etcd_backend.cpp). A waiter reads again then, since the whole queue would wait on
 // it; here it is kept: making it again would cost a read and a stream on most holds under
-// contention, for the notice of a key deleted by hand within the hold's first 100 ms.
+// contention, and on every semaphore's (its holder writes its key again as it starts to hold),
+// for the notice of our key deleted, or our lease revoked, by someone else within the hold's
+// first 100 ms.
 void EtcdHold::watch_own_key(std::int64_t held_at) {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
