@@ -200,12 +200,15 @@ class FloorClient:
             sys.exit(f"floor client: {path}: {reply.status} {data}")
         return data
 
+    def queue(self, order):
+        """A read of the whole queue, its keys by create revision."""
+        return {"key": b64(f"{self.prefix}/".encode()), "range_end": b64(f"{self.prefix}0".encode()),
+                "sort_order": order, "sort_target": "CREATE", "keys_only": True}
+
     def ahead(self, below):
         """The last key created before revision `below`, if any, and the revision read at."""
-        reply = self.call("/v3/kv/range", {
-            "key": b64(f"{self.prefix}/".encode()), "range_end": b64(f"{self.prefix}0".encode()),
-            "sort_order": "DESCEND", "sort_target": "CREATE", "keys_only": True, "limit": 1,
-            "max_create_revision": str(below - 1)})
+        reply = self.call("/v3/kv/range", {**self.queue("DESCEND"), "limit": 1,
+                                           "max_create_revision": str(below - 1)})
         return (reply["kvs"][0]["key"] if reply.get("kvs") else None), int(reply["header"]["revision"])
 
     def wait_deleted(self, key, after, may_lag):
@@ -232,9 +235,7 @@ class FloorClient:
         t0 = time.perf_counter()
         lease = self.call("/v3/lease/grant", {"TTL": 10})["ID"]
         key = b64(f"{self.prefix}/{int(lease):x}".encode())
-        queue = {"key": b64(f"{self.prefix}/".encode()), "range_end": b64(f"{self.prefix}0".encode()),
-                 "sort_order": "ASCEND", "sort_target": "CREATE", "keys_only": True}
-        read = {"request_range": queue}
+        read = {"request_range": self.queue("ASCEND")}
         reply = self.call("/v3/kv/txn", {
             "compare": [{"target": "CREATE", "key": key, "create_revision": "0", "result": "EQUAL"}],
             "success": [{"request_put": {"key": key, "value": "", "lease": lease}}, read],

@@ -84,6 +84,15 @@ def endless(line=b"x" * 65536):
     return lambda request, default: reply(200, stream=stream)
 
 
+def watch_made(fake, moved_on, **fields):
+    """The line that says a watch is made (with `fields`, e.g. canceled), at etcd's revision;
+    `moved_on`: after someone else's write, so that the watch is made behind it."""
+    with fake.lock:
+        if moved_on:
+            fake.revision += 1
+        return (json.dumps({"result": {"header": fake.header(), "created": True, **fields}}) + "\n").encode()
+
+
 UNAVAILABLE = {"error": "etcdserver: no leader", "message": "etcdserver: no leader", "code": 14}
 
 
@@ -238,10 +247,8 @@ class BusyLoopTest(FakeEtcdCase):
         # most (WatchBehindTest): the backoff still spaces the rounds, so at most four times as
         # many watches, with a read before each.
         def behind_then_ends(request, default):
-            with self.fake.lock:
-                self.fake.revision += 1
-                line = json.dumps({"result": {"header": self.fake.header(), "created": True}}) + "\n"
-            return reply(200, stream=lambda write: write(line.encode()))
+            line = watch_made(self.fake, moved_on=True)
+            return reply(200, stream=lambda write: write(line))
         self.fake.put_key("p/1")
         self.fake.override("/v3/watch", behind_then_ends)
         r = run_measured(self, "-timeout", "3s", "p", "touch " + self.ran)
@@ -295,13 +302,10 @@ class WatchBehindTest(FakeEtcdCase):
                 made.append(create)
                 n = len(made)
                 another.notify_all()
-            with self.fake.lock:
-                if n <= behind:
-                    self.fake.revision += 1
-                header = self.fake.header()
+            line = watch_made(self.fake, moved_on=n <= behind)
 
             def stream(write):
-                write((json.dumps({"result": {"header": header, "created": True}}) + "\n").encode())
+                write(line)
                 if n == hears and not (n <= behind and moved_on(n)):
                     with self.fake.lock:
                         del self.fake.kvs["p/1"]
@@ -340,11 +344,8 @@ class WatchBehindTest(FakeEtcdCase):
         # etcd says both "created" and "canceled" when it refuses a watch: that is the refusal,
         # whatever the revision, not a watch made behind to make again.
         def refused(request, default):
-            with self.fake.lock:
-                self.fake.revision += 1
-                line = json.dumps({"result": {"header": self.fake.header(), "created": True,
-                                              "canceled": True, "cancel_reason": "permission denied"}})
-            return reply(200, stream=lambda write: write((line + "\n").encode()))
+            line = watch_made(self.fake, moved_on=True, canceled=True, cancel_reason="permission denied")
+            return reply(200, stream=lambda write: write(line))
         self.fake.put_key("p/1")
         self.fake.override("/v3/watch", refused)
         r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
