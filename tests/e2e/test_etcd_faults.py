@@ -281,38 +281,40 @@ class WatchBehindTest(FakeEtcdCase):
     watch etcd made behind its own revision reads the queue again and watches anew, up to three
     times in a row, and then keeps the watch it has."""
 
-    def watches(self, behind, hears):
-        """An override for /v3/watch. Before each of the first `behind` watches is made, someone
-        else writes (etcd moves on); the `hears`-th watch then hears the holder ahead, p/1, go.
-        Returns the create requests of the waiter's watches (on p/1), as they come. A watch made
-        behind that is to hear the release waits 0.5 s first, and stays quiet if the waiter has
-        made another watch by then."""
-        made = []
+    def watches(self, plan):
+        """An override for /v3/watch. `plan` maps a key ahead of the waiter to (behind, hears):
+        before each of the first `behind` watches on it is made, someone else writes (etcd moves
+        on); the `hears`-th watch on it then hears that key go. Returns, for each key, the create
+        requests of the waiter's watches on it, as they come. A watch made behind that is to hear
+        the release waits 0.5 s first, and stays quiet if the waiter has made another by then."""
+        made = {key: [] for key in plan}
         another = threading.Condition()
-
-        def moved_on(n):
-            with another:
-                return another.wait_for(lambda: len(made) > n, 0.5)
 
         def answer(request, default):
             create = request["create_request"]
-            if unb64(create["key"]) != "p/1":
+            key = unb64(create["key"])
+            if key not in plan:
                 return default()  # the new holder's watch on its own key
+            behind, hears = plan[key]
             with another:
-                made.append(create)
-                n = len(made)
+                made[key].append(create)
+                n = len(made[key])
                 another.notify_all()
             line = watch_made(self.fake, moved_on=n <= behind)
 
+            def moved_on():
+                with another:
+                    return another.wait_for(lambda: len(made[key]) > n, 0.5)
+
             def stream(write):
                 write(line)
-                if n == hears and not (n <= behind and moved_on(n)):
+                if n == hears and not (n <= behind and moved_on()):
                     with self.fake.lock:
-                        del self.fake.kvs["p/1"]
+                        del self.fake.kvs[key]
                         self.fake.revision += 1
                         rev = str(self.fake.revision)
                     write((json.dumps({"result": {"header": {"revision": rev}, "events": [
-                        {"type": "DELETE", "kv": {"key": b64("p/1"), "mod_revision": rev}}]}}) + "\n").encode())
+                        {"type": "DELETE", "kv": {"key": b64(key), "mod_revision": rev}}]}}) + "\n").encode())
                 self.fake.stopping.wait(30)
             return reply(200, stream=stream)
         self.fake.override("/v3/watch", answer)
@@ -320,7 +322,7 @@ class WatchBehindTest(FakeEtcdCase):
 
     def test_a_watch_made_behind_etcd_is_made_again(self):
         self.fake.put_key("p/1")  # the holder ahead
-        made = self.watches(behind=1, hears=2)
+        made = self.watches({"p/1": (1, 2)})["p/1"]
         r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertTrue(os.path.exists(self.ran))
@@ -334,11 +336,23 @@ class WatchBehindTest(FakeEtcdCase):
         # With etcd moving on before every watch, reading again would never end: the fourth
         # watch is kept, and hears the release (late, on a real etcd, but it hears it).
         self.fake.put_key("p/1")
-        made = self.watches(behind=10, hears=4)
+        made = self.watches({"p/1": (10, 4)})["p/1"]
         r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertTrue(os.path.exists(self.ran))
         self.assertEqual(len(made), 4)
+
+    def test_the_count_of_watches_made_behind_starts_again_after_one_that_was_not(self):
+        # Two holders ahead. Two watches on p/2 are made behind, and the third, made in time,
+        # hears p/2 go; the waiter then watches p/1, and may again make three watches behind
+        # before it keeps the fourth. Counted across the whole wait, it would keep the second.
+        self.fake.put_key("p/1")
+        self.fake.put_key("p/2")
+        made = self.watches({"p/2": (2, 3), "p/1": (3, 4)})
+        r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertTrue(os.path.exists(self.ran))
+        self.assertEqual((len(made["p/2"]), len(made["p/1"])), (3, 4))
 
     def test_a_watch_refused_as_it_is_made_is_an_error_at_once(self):
         # etcd says both "created" and "canceled" when it refuses a watch: that is the refusal,
