@@ -9,6 +9,9 @@ requests: API requests per uncontended acquisition (start, acquire, run /bin/tru
           clean up), counted by the double; median of the runs, with the breakdown of one run.
 loss:     from the operator's session destroy to the moment the child's SIGTERM handler runs;
           median (and spread) of the runs.
+all:      both, lock's peak RSS in an uncontended run, and a summary table (no floor: the double
+          is no Consul to time requests against; nor a peer's memory: the peer is a port of Go's
+          client, not the Go program).
 
 Every line names the command it measured and the command that reproduces that line alone.
 """
@@ -27,6 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "consul_double"))
 from fixture import ConsulDouble  # noqa: E402
+from etcd_bench import peak_rss_mb  # noqa: E402
+from summary_table import print_summary  # noqa: E402
 
 PEER = os.path.join(ROOT, "tests", "consul_double", "consul_peer.py")
 
@@ -173,6 +178,7 @@ def main():
     def reproduce(measure, tool, n):
         return " ".join(me + ["--measure", measure, "--tool", tool, "--n", str(n)])
 
+    summary = []
     with ConsulDouble() as consul:
         bench = Bench(os.path.abspath(a.lock), consul, a.runs)
         print(f"== Consul double at {consul.http_addr} (ADDR below); {a.runs} runs per line")
@@ -181,8 +187,11 @@ def main():
                   "request log; median run; the peer opens a connection per request, where Go's "
                   "client keeps them alive)")
             for n in limits:
+                row = [f"requests, -n {n}", None, None, None, 0]
+                summary.append(row)
                 for tool in tools:
                     median, breakdown, connections, shown = bench.requests(tool, n)
+                    row[1 if tool == "lock" else 2] = median
                     print(f"   -n {n}  {names[tool]:27} {median:3d} requests on {connections} connection(s)")
                     for what, count in sorted(breakdown.items()):
                         print(f"            {count:3d}  {what}")
@@ -191,13 +200,23 @@ def main():
         if a.measure in ("loss", "all"):
             print("\n== Session destroyed -> SIGTERM in the child, ms: median (min-max)")
             for n in limits:
+                row = [f"loss to SIGTERM, -n {n}, ms", None, None, None, 1]
+                summary.append(row)
                 for tool in tools:
                     took, shown = bench.loss(tool, n)
+                    row[1 if tool == "lock" else 2] = statistics.median(took)
                     print(f"   -n {n}  {names[tool]:27} {statistics.median(took):7.1f} ms "
                           f"({min(took):.1f}-{max(took):.1f})")
                     print(f"          measured:  {shown} (CHILD: a SIGTERM handler stamping "
                           "the time); the bench then destroys its session")
                     print(f"          reproduce: {reproduce('loss', tool, n)}")
+        if a.measure == "all" and "lock" in tools:
+            argv = bench.argv("lock", 1, bench.prefix("rss"), ["/bin/true"])
+            rss = max(peak_rss_mb(argv, bench.env) for _ in range(5))
+            print(f"\n== Peak RSS of an uncontended run, the most of 5: lock {rss:.1f} MB")
+            print(f"          measured:  {bench.shown(argv)}")
+            summary.append(["peak RSS, MB", rss, None, None, 1])
+            print_summary("lock against the Go client's port (peer)", summary)
         everything = me + ["--measure", a.measure, "--tool", a.tool, "--n", a.n]
         print(f"\nreproduce all: {' '.join(everything)}")
 

@@ -36,7 +36,8 @@ class BenchTest(unittest.TestCase):
         self.bench("local_holders.sh", ["lock", "flock"], BENCH_HOLDERS="20", BENCH_IDLE="1")
 
     def test_consul(self):
-        self.bench("consul.sh", ["requests"], BENCH_RUNS="1")
+        self.bench("consul.sh", ["== Summary", "requests, -n 3", "loss to SIGTERM", "peak RSS"],
+                   BENCH_RUNS="1")
 
     @unittest.skipUnless(shutil.which("etcd") and shutil.which("etcdctl"),
                          "needs etcd and etcdctl (etcd-server, etcd-client)")
