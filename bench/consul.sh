@@ -4,7 +4,7 @@
 # API double started here on free loopback ports and stopped at the end. Prints, for -n 1 and
 # -n 3, the API requests per uncontended acquisition and the time from the loss of the lock
 # (the session destroyed by an operator) to SIGTERM in the child, each with the command that
-# reproduces it.
+# reproduces it; then lock's peak RSS, and a summary table.
 #
 #   bench/consul.sh                       # uses build/lock (which hands over to build/lock-net)
 #   LOCK_BIN=/path/to/lock bench/consul.sh

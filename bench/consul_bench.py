@@ -9,9 +9,10 @@ requests: API requests per uncontended acquisition (start, acquire, run /bin/tru
           clean up), counted by the double; median of the runs, with the breakdown of one run.
 loss:     from the operator's session destroy to the moment the child's SIGTERM handler runs;
           median (and spread) of the runs.
-all:      both, lock's peak RSS in an uncontended run, and a summary table (no floor: the double
-          is no Consul to time requests against; nor a peer's memory: the peer is a port of Go's
-          client, not the Go program).
+all:      both, and lock's peak RSS in an uncontended run (the most of 5 runs).
+Whenever lock is measured, a summary table ends the output: no floor, the double being no Consul
+to time requests against, and no peer's memory, the peer being a port of Go's client, not the Go
+program.
 
 Every line names the command it measured and the command that reproduces that line alone.
 """
@@ -188,7 +189,6 @@ def main():
                   "client keeps them alive)")
             for n in limits:
                 row = [f"requests, -n {n}", None, None, None, 0]
-                summary.append(row)
                 for tool in tools:
                     median, breakdown, connections, shown = bench.requests(tool, n)
                     row[1 if tool == "lock" else 2] = median
@@ -197,25 +197,28 @@ def main():
                         print(f"            {count:3d}  {what}")
                     print(f"          measured:  {shown}")
                     print(f"          reproduce: {reproduce('requests', tool, n)}")
+                summary.append(row)
         if a.measure in ("loss", "all"):
             print("\n== Session destroyed -> SIGTERM in the child, ms: median (min-max)")
             for n in limits:
                 row = [f"loss to SIGTERM, -n {n}, ms", None, None, None, 1]
-                summary.append(row)
                 for tool in tools:
                     took, shown = bench.loss(tool, n)
-                    row[1 if tool == "lock" else 2] = statistics.median(took)
-                    print(f"   -n {n}  {names[tool]:27} {statistics.median(took):7.1f} ms "
+                    median = statistics.median(took)
+                    row[1 if tool == "lock" else 2] = median
+                    print(f"   -n {n}  {names[tool]:27} {median:7.1f} ms "
                           f"({min(took):.1f}-{max(took):.1f})")
                     print(f"          measured:  {shown} (CHILD: a SIGTERM handler stamping "
                           "the time); the bench then destroys its session")
                     print(f"          reproduce: {reproduce('loss', tool, n)}")
+                summary.append(row)
         if a.measure == "all" and "lock" in tools:
             argv = bench.argv("lock", 1, bench.prefix("rss"), ["/bin/true"])
             rss = max(peak_rss_mb(argv, bench.env) for _ in range(5))
             print(f"\n== Peak RSS of an uncontended run, the most of 5: lock {rss:.1f} MB")
             print(f"          measured:  {bench.shown(argv)}")
             summary.append(["peak RSS, MB", rss, None, None, 1])
+        if "lock" in tools:
             print_summary("lock against the Go client's port (peer)", summary)
         everything = me + ["--measure", a.measure, "--tool", a.tool, "--n", a.n]
         print(f"\nreproduce all: {' '.join(everything)}")

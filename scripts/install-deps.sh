@@ -11,8 +11,8 @@ packages="$packages etcd-server etcd-client"
 packages="$packages zookeeper libzookeeper-mt-dev libcurator-recipes-java default-jdk-headless python3-kazoo"
 # The fuzz targets of tests/fuzz: libFuzzer comes with clang.
 packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
-# The benchmark's peers (flock is in util-linux).
-packages="$packages parallel"
+# The benchmark's peers (flock is in util-linux), and GNU time for their peak memory.
+packages="$packages parallel time"
 # Building the Debian package and checking it as tests/packaging does.
 packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
 

@@ -286,7 +286,8 @@ class WatchBehindTest(FakeEtcdCase):
         before each of the first `behind` watches on it is made, someone else writes (etcd moves
         on); the `hears`-th watch on it then hears that key go. Returns, for each key, the create
         requests of the waiter's watches on it, as they come. A watch made behind that is to hear
-        the release waits 0.5 s first, and stays quiet if the waiter has made another by then."""
+        the release waits 0.5 s first, and stays quiet if the waiter has made another watch on that
+        key by then."""
         made = {key: [] for key in plan}
         another = threading.Condition()
 
@@ -344,11 +345,12 @@ class WatchBehindTest(FakeEtcdCase):
 
     def test_the_count_of_watches_made_behind_starts_again_after_one_that_was_not(self):
         # Two holders ahead. Two watches on p/2 are made behind, and the third, made in time,
-        # hears p/2 go; the waiter then watches p/1, and may again make three watches behind
-        # before it keeps the fourth. Counted across the whole wait, it would keep the second.
+        # hears p/2 go; the waiter then watches p/1, where every watch is made behind, and may
+        # again make three before it keeps the fourth. Counted across the whole wait, it would
+        # keep the second.
         self.fake.put_key("p/1")
         self.fake.put_key("p/2")
-        made = self.watches({"p/2": (2, 3), "p/1": (3, 4)})
+        made = self.watches({"p/2": (2, 3), "p/1": (10, 4)})
         r = self.run_lock("-timeout", "5s", "p", "touch " + self.ran)
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assertTrue(os.path.exists(self.ran))
