@@ -48,11 +48,11 @@ class Hold {
   // Readable when the hold may have been lost; check_loss() then says whether it was, and why.
   virtual int loss_fd() const = 0;
   virtual std::optional<std::string> check_loss() = 0;
-  // For a lease: unless a renewal moves them, the stop must start at stop_by() and the child tree
-  // must be dead by dead_by(), when the lease may expire. The runner keeps to them itself, so
-  // that nothing a backend's thread is stuck in can delay the stop.
-  virtual Deadline stop_by() const { return Deadline::never(); }
-  virtual Deadline dead_by() const { return Deadline::never(); }
+  // For a lease: calls `publish` with the lease-safe deadline, by which the child tree must be
+  // dead unless a renewal moves it, at once and after every confirmed renewal, from whichever
+  // thread confirmed it. The watchdog keeps to it (runner/stop_plan.hpp), so that neither a
+  // backend's thread stuck somewhere nor lock itself, stopped, can keep the child past it.
+  virtual void publish_deadline(std::function<void(Clock::time_point dead_by)> /*publish*/) {}
   // Variables that tell the child what it holds (fencing token, key, prefix).
   virtual EnvVars child_env() const = 0;
   // Descriptors the child tree inherits, so the hold outlives this process only as long as the tree.

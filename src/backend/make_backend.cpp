@@ -74,8 +74,6 @@ bool built_in(const std::string& backend) {
   return backend == "local";
 }
 
-bool opens_only_own_descriptors(const std::string& backend) { return backend == "local"; }
-
 std::unique_ptr<Backend> make_backend(const Options& o) {
   if (o.backend == "local")
     return std::make_unique<LocalBackend>(o.state_dir, o.status);

@@ -11,11 +11,6 @@ namespace lk {
 // hands the others over to a companion (companion.hpp).
 bool built_in(const std::string& backend);
 
-// Whether every descriptor `backend` opens is one of our own, opened close-on-exec: the local
-// backend's are. A server backend's libraries (OpenSSL, the ZooKeeper client) may open theirs
-// without.
-bool opens_only_own_descriptors(const std::string& backend);
-
 // The backend the options ask for; throws Error with the reason when it cannot be had.
 std::unique_ptr<Backend> make_backend(const Options& options);
 

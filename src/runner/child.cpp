@@ -1,8 +1,5 @@
 #include "runner/child.hpp"
 
-#include <linux/close_range.h>
-
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -46,18 +43,18 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 // Between vfork and exec only async-signal-safe calls: everything was prepared before.
 [[noreturn]] void exec_child(const ChildSpec& spec, char** argv, char** envp, pid_t parent,
-                             volatile int* report, const Signals& signals, const Watchdog& watchdog) {
+                             volatile int* report, const Signals& signals) {
   setpgid(0, 0);
+  // Should the watchdog die (killed by hand, or by the child), lock adopts what is left of the
+  // tree and kills it; the child itself goes at once.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(1);  // we died before the line above took effect
-  if (!watchdog.guard_me()) fail(report, Watchdog::kGone);  // never run unguarded
+  if (getppid() != parent) _exit(1);  // it died before the line above took effect
   if (spec.take_terminal) tcsetpgrp(STDIN_FILENO, getpid());
   if (!spec.pass_stdin) {
     int null = open("/dev/null", O_RDONLY);
     if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report, errno);
     close(null);
   }
-  if (spec.close_unlisted) close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
   signals.restore_in_child();
   execvpe(argv[0], argv, envp);
@@ -74,7 +71,7 @@ std::vector<std::string> child_argv(const std::vector<std::string>& words, bool 
   return {sh && *sh ? sh : "/bin/sh", "-c", script};
 }
 
-Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdog& watchdog) {
+Spawned spawn_child(const ChildSpec& spec, const Signals& signals) {
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<std::string> env_strings = merged_environment(spec.env);
   auto argv = c_strings(argv_strings);
@@ -86,27 +83,13 @@ Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdo
   // It runs only exec_child, which touches nothing but its arguments, exec_error and system calls.
   pid_t pid = vfork();
   if (pid < 0) throw sys_error("cannot start the child");
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, signals, watchdog);
+  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, signals);
 
   // With vfork we resume only once the child has exec'd (or failed to, and said why in
   // exec_error): its process group and its hold on the terminal exist already, and setting them
   // again here could undo what the child's own children did since (an interactive shell takes
   // the terminal for itself).
   return Spawned{pid, exec_error};
-}
-
-std::vector<int> passed_down_fds() {
-  std::vector<int> fds;
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return fds;  // without /proc, none: a descriptor to pass on is rare, a leaked one is worse
-  while (const dirent* entry = readdir(dir)) {
-    int fd = std::atoi(entry->d_name);  // 0 for "." and ".."
-    if (fd <= 2 || fd == dirfd(dir)) continue;
-    int flags = fcntl(fd, F_GETFD);
-    if (flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
-  }
-  closedir(dir);
-  return fds;
 }
 
 }  // namespace lk

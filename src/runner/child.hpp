@@ -7,25 +7,20 @@
 
 #include "backend/backend.hpp"
 #include "runner/signals.hpp"
-#include "runner/watchdog.hpp"
 
 namespace lk {
 
+// The child gets the descriptors lock was started with, as flock(1)'s does (`lock p cmd 3>file`):
+// the watchdog that starts it was forked before lock opened any, and every one it opens itself is
+// close-on-exec. The hold's descriptors cross too (`inherit_fds`).
 struct ChildSpec {
   std::vector<std::string> argv;  // run through $PATH
   EnvVars env;                    // added to (or replacing) our environment
   bool pass_stdin = false;        // else /dev/null
-  bool on_terminal = false;       // its stdin is our terminal (-pass-stdin on a tty)
-  bool take_terminal = false;     // ... and we are in the foreground: give it the terminal now
+  bool take_terminal = false;     // its stdin is the terminal and lock in its foreground: give
+                                  // it the terminal now
   std::vector<int> inherit_fds;   // descriptors to keep open across exec
-  // Whether every other descriptor closes at exec, whatever its close-on-exec flag (for what a
-  // library may have opened without it); if not, they cross exec as their flags say.
-  bool close_unlisted = true;
 };
-
-// The descriptors above stdio that we were started with and that would cross exec: the
-// caller's to pass on to the child (`lock p cmd 3>file`), as flock(1) does.
-std::vector<int> passed_down_fds();
 
 // The argv `consul lock` would run: $SHELL -c "<words joined by spaces>" (/bin/sh when SHELL is
 // unset or empty), or the words themselves with -shell=false.
@@ -33,12 +28,11 @@ std::vector<std::string> child_argv(const std::vector<std::string>& words, bool 
 
 struct Spawned {
   pid_t pid = -1;     // also the id of its process group
-  // errno of a failed exec, or Watchdog::kGone; the child has then already exited with 126 or 127
+  // errno of a failed exec; the child has then already exited with 126 or 127
   int exec_error = 0;
 };
 
-// Starts the child in a process group of its own, which the watchdog guards before the child
-// runs anything of its own.
-Spawned spawn_child(const ChildSpec& spec, const Signals& signals, const Watchdog& watchdog);
+// Starts the child, in a process group of its own, killed if its parent (the watchdog) dies.
+Spawned spawn_child(const ChildSpec& spec, const Signals& signals);
 
 }  // namespace lk

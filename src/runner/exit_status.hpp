@@ -15,12 +15,14 @@ struct ChildEnd {
 
 struct RunResult {
   ChildEnd child;
-  int exec_error = 0;               // errno (or Watchdog::kGone) when the child could not be started
-  std::optional<std::string> lost;  // why the hold was lost, if it was
+  int exec_error = 0;                    // errno when the child could not be started
+  std::optional<std::string> lost;       // why the hold was lost, if it was
+  std::optional<std::string> not_run;    // why the child was never started, if it was not
+  std::optional<std::string> unguarded;  // why the tree was killed without being told to stop
 };
 
-// Exit status of lock once the child ran and the lock was released:
-//   1 if the hold was lost;
+// Exit status of lock once the child ran (or could not) and the lock was released:
+//   1 if the hold was lost, the child was never started, or its watchdog died;
 //   with -preserve-status, the child's own status (128+N for signal N; 127 or 126, as a shell
 //   would say, when it could not be started);
 //   1 if the child could not be started (2 with -child-exit-code);

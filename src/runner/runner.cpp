@@ -61,20 +61,19 @@ std::string env_value(const EnvVars& env, const std::string& key) {
 }  // namespace
 
 int run(const Options& o) {
-  Signals signals;  // first, so that no signal is missed while we wait
-  SystemdNotify systemd;  // and the child inherits none of its variables
-  // The child gets the descriptors we were started with, as flock(1)'s does, and the hold's. Where
-  // a library may open its own without close-on-exec, the ones we were started with are listed
-  // before any library runs and every other one is closed at exec. Where we open every descriptor
-  // ourselves, close-on-exec, the flags already say what crosses, and the listing is spared: it
-  // cost 0.05 to 0.1 ms a run, /proc making an inode for each descriptor it lists.
-  bool close_unlisted = !opens_only_own_descriptors(o.backend);
-  std::vector<int> pass_down = close_unlisted ? passed_down_fds() : std::vector<int>{};
-  auto backend = make_backend(o);
-  // Children we had before the child, inherited across the exec that started us: read once, for
-  // the watchdog (is /proc there?) and for the supervisor (they are not of the child's tree).
+  // Children we had before the child, inherited across the exec that started us, are not of its
+  // tree: read before the watchdog is one of them. Without /proc, a scan finds them (when any).
   auto inherited = listed_children();
-  Watchdog watchdog(inherited.has_value());
+  if (!inherited && have_children()) inherited = scanned_children();
+  std::set<pid_t> foreign;
+  for (pid_t pid : inherited.value_or(std::vector<pid_t>{})) foreign.insert(pid);
+  // First, while nothing is open but what we were started with (see Watchdog()).
+  auto argv = child_argv(o.child, o.shell);
+  Watchdog watchdog({argv, o.pass_stdin, o.kill_after});
+  foreign.insert(watchdog.pid());
+  Signals signals;  // before anything that waits, so that no signal is missed
+  SystemdNotify systemd;  // and the child inherits none of its variables
+  auto backend = make_backend(o);
   LockSpec spec{o.prefix, o.limit, o.name};
   verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
           o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
@@ -128,23 +127,23 @@ int run(const Options& o) {
   }());
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
-  bool on_terminal = o.pass_stdin && isatty(STDIN_FILENO);
-  ChildSpec child{child_argv(o.child, o.shell), env,           o.pass_stdin,
-                  on_terminal, on_terminal && Foreground::available(), hold->child_fds()};
-  child.inherit_fds.insert(child.inherit_fds.end(), pass_down.begin(), pass_down.end());
-  child.close_unlisted = close_unlisted;
+  ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
   RunResult result =
-      Supervisor(signals, *hold, watchdog, systemd, o.kill_after).run(child, std::move(inherited));
+      Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
   hold->release();
   verbose("released the lock");
 
-  if (result.lost) fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);
-  if (result.exec_error == Watchdog::kGone)
-    fmt::print(stderr, "lock: did not run {}: lock's watchdog (pid {}) is gone, and without it the "
-                       "child would outlive a killed lock\n", child.argv.front(), watchdog.pid());
-  else if (result.exec_error)
-    fmt::print(stderr, "lock: cannot run {}: {}\n", child.argv.front(),
-               std::strerror(result.exec_error));
+  if (result.not_run && result.lost)
+    fmt::print(stderr, "lock: lock lost before the child started: {}; did not run {}\n",
+               *result.lost, argv.front());
+  else if (result.not_run)
+    fmt::print(stderr, "lock: did not run {}: {}\n", argv.front(), *result.not_run);
+  else if (result.lost)
+    fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);
+  else if (result.unguarded)
+    fmt::print(stderr, "lock: {}\n", *result.unguarded);
+  if (result.exec_error)
+    fmt::print(stderr, "lock: cannot run {}: {}\n", argv.front(), std::strerror(result.exec_error));
   return exit_code(result, o);
 }
 

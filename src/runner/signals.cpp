@@ -50,9 +50,17 @@ Signals::~Signals() { sigprocmask(SIG_SETMASK, &original_, nullptr); }
 
 std::vector<int> Signals::take() {
   std::vector<int> out;
+  for (auto [sig, sender] : take_received()) out.push_back(sig);
+  return out;
+}
+
+std::vector<Signals::Received> Signals::take_received() {
+  std::vector<Received> out;
   signalfd_siginfo info;
-  while (read(fd_.get(), &info, sizeof info) == sizeof info)
-    out.push_back(static_cast<int>(info.ssi_signo));
+  while (read(fd_.get(), &info, sizeof info) == sizeof info) {
+    bool sent = info.ssi_code == SI_USER || info.ssi_code == SI_QUEUE;
+    out.push_back({static_cast<int>(info.ssi_signo), sent ? static_cast<pid_t>(info.ssi_pid) : 0});
+  }
   return out;
 }
 

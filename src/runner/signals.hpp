@@ -3,6 +3,8 @@
 // handled asynchronously.
 #include <signal.h>
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,11 @@ class Signals {
 
   // The signals that arrived since the last call, oldest first; never blocks.
   std::vector<int> take();
+  struct Received {
+    int sig;
+    pid_t sender;  // for a signal sent with kill(); 0 for one from the kernel
+  };
+  std::vector<Received> take_received();
   // Drains pending signals and says whether one of them asks us to stop (and which); for use
   // before the child runs.
   int take_stop_signal();

@@ -53,6 +53,10 @@ std::string one_line(std::string text) {
 
 }  // namespace
 
+void SystemdNotify::forget_environment() {
+  for (const char* name : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) unsetenv(name);
+}
+
 SystemdNotify::SystemdNotify() {
   std::string address = take_env("NOTIFY_SOCKET");
   std::string usec = take_env("WATCHDOG_USEC"), pid = take_env("WATCHDOG_PID");

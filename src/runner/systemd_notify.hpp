@@ -16,6 +16,8 @@ class SystemdNotify {
  public:
   // Takes NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID out of the environment, set or not.
   SystemdNotify();
+  // Only takes them out: for a process that must not pass them on but never notifies.
+  static void forget_environment();
   explicit operator bool() const { return static_cast<bool>(socket_); }
 
   // STATUS= only when the text changed, so that a periodic refresh costs systemd nothing.

@@ -1,98 +1,87 @@
 #include "runner/watchdog.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <climits>
+#include <cstring>
 #include <new>
 
+#include "runner/watchdog_process.hpp"
 #include "util/error.hpp"
 
 namespace lk {
-namespace {
 
-// The watchdog's whole life. Signals stay blocked (inherited), so only SIGKILL ends it early.
-// It wakes once: when lock is gone, its end of the socket closes, and the watchdog reads then
-// which group, if any, it must kill.
-[[noreturn]] void watch(int fd, const std::atomic<pid_t>* guarded) {
-  setsid();  // out of our group and session: ^C or a group kill aimed at lock does not reach it
-  // Its command line is lock's; its name tells ps, top and pgrep which of the two it is.
-  prctl(PR_SET_NAME, "lock-watchdog");
-  if (fd < 3) fd = fcntl(fd, F_DUPFD, 3);
-  close_range(0, fd - 1, 0);
-  close_range(fd + 1, UINT_MAX, 0);
-  for (;;) {  // nobody writes to it: only its end (or an error) ends the wait
-    char byte;
-    ssize_t n = read(fd, &byte, 1);
-    if (n == 0 || (n < 0 && errno != EINTR)) break;
-  }
-  pid_t pgid = guarded->load();
-  if (pgid > 0) kill(-pgid, SIGKILL);
-  _exit(0);
-}
+using watchdog::Command;
+using watchdog::CommandMessage;
+using watchdog::Report;
+using watchdog::ReportMessage;
 
-}  // namespace
-
-Watchdog::Watchdog(bool proc_lists_children) {
-  // What the watchdog guards is kept in memory shared with it rather than sent: telling it would
-  // wake it twice a run (the group, then its end), for nothing unless lock dies.
-  // Lock-free, so that it works across processes and from the child between vfork and exec.
-  static_assert(std::atomic<pid_t>::is_always_lock_free);
-  void* shared = mmap(nullptr, sizeof(std::atomic<pid_t>), PROT_READ | PROT_WRITE,
+Watchdog::Watchdog(const WatchdogSetup& setup) {
+  void* memory = mmap(nullptr, sizeof(watchdog::Shared), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) throw sys_error("cannot start the watchdog");
-  guarded_.reset(new (shared) std::atomic<pid_t>(0));
+  if (memory == MAP_FAILED) throw sys_error("cannot start the watchdog");
+  shared_ = new (memory) watchdog::Shared;
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) throw sys_error("socketpair");
-  UniqueFd theirs(sv[1]);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    throw sys_error("cannot start the watchdog");
   socket_.reset(sv[0]);
-  // Where /proc lists our children, the supervisor can leave this one out of the child's tree,
-  // and one fork does. Without /proc it could not: it reaps whatever exits and knows the tree is
-  // gone when no child is left, so the watchdog must not be a child; it forks twice, and the
-  // middle process exits at once so that init (or an outer subreaper) adopts it. The middle
-  // process and the wait for it cost about 0.15 ms a run (5 % of an uncontended one).
-  if (proc_lists_children) {
-    pid_ = fork();
-    if (pid_ < 0) throw sys_error("cannot start the watchdog");
-    if (pid_ == 0) watch(sv[1], guarded_.get());
-    return;
+  UniqueFd theirs(sv[1]);
+  pid_ = fork();
+  if (pid_ < 0) throw sys_error("cannot start the watchdog");
+  if (pid_ == 0) {
+    socket_.reset();
+    watchdog_main(theirs.release(), *shared_, setup);
   }
-  int pid_pipe[2];
-  if (pipe2(pid_pipe, O_CLOEXEC) < 0) throw sys_error("pipe");
-  UniqueFd pid_in(pid_pipe[0]), pid_out(pid_pipe[1]);
-  pid_t middle = fork();
-  if (middle < 0) throw sys_error("cannot start the watchdog");
-  if (middle == 0) {
-    pid_t watchdog = fork();
-    if (watchdog == 0) watch(sv[1], guarded_.get());
-    (void)!write(pid_pipe[1], &watchdog, sizeof watchdog);
-    _exit(0);
-  }
-  pid_out.reset();
-  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  // We may be that init (lock as a container's first process): then the watchdog is our child
-  // after all, and the supervisor must know it.
-  if (read(pid_in.get(), &pid_, sizeof pid_) != sizeof pid_ || pid_ < 0)
-    throw Error("cannot start the watchdog");
 }
 
-void Watchdog::Unmap::operator()(std::atomic<pid_t>* p) const { munmap(p, sizeof *p); }
-
-// Guarded from the store on, provided the watchdog is still there to read it when the socket
-// closes: its end hung up means it is gone. A poll that fails tells nothing: not guarded either.
-bool Watchdog::guard_me() const {
-  guarded_->store(getpid());
-  pollfd ours{socket_.get(), 0, 0};
-  return poll(&ours, 1, 0) >= 0 && !(ours.revents & (POLLHUP | POLLERR));
+Watchdog::~Watchdog() {
+  socket_.reset();
+  munmap(shared_, sizeof *shared_);
 }
 
-void Watchdog::disarm() { guarded_->store(0); }
+void Watchdog::publish(Clock::time_point dead_by) {
+  shared_->dead_by_ns.store(dead_by.time_since_epoch().count());
+}
+
+std::optional<Clock::time_point> Watchdog::published() const {
+  std::int64_t ns = shared_->dead_by_ns.load();
+  if (!ns) return std::nullopt;
+  return Clock::time_point(Clock::duration(ns));
+}
+
+std::optional<Spawned> Watchdog::spawn(const EnvVars& env, const std::vector<int>& fds,
+                                       bool take_terminal) {
+  std::string environment;
+  for (const auto& [key, value] : env) environment += key + "=" + value + '\0';
+  watchdog::SpawnMessage head{{Command::spawn, take_terminal, 0}, environment.size()};
+  if (!send_spawn(socket_.get(), head, environment, fds)) return std::nullopt;
+  while (auto r = take(/*wait=*/true)) {
+    if (r->report == Report::started) return Spawned{r->pid, r->error};
+    if (r->report == Report::refused) return Spawned{-1, 0};
+    if (r->report == Report::gone) break;
+  }
+  return std::nullopt;
+}
+
+void Watchdog::send(Command command, int sig) {
+  CommandMessage message{command, false, sig};
+  // A watchdog that is gone will say so by its end closing, which the supervisor also polls.
+  while (::send(socket_.get(), &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+std::optional<ReportMessage> Watchdog::take(bool wait) {
+  if (died_) return ReportMessage{Report::gone};
+  ReportMessage message{};
+  for (;;) {
+    ssize_t n = recv(socket_.get(), &message, sizeof message, wait ? 0 : MSG_DONTWAIT);
+    if (n == sizeof message) return message;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::nullopt;
+    died_ = true;  // its end closed (or broke) before it said the tree was gone
+    return ReportMessage{Report::gone};
+  }
+}
 
 }  // namespace lk

@@ -1,46 +1,76 @@
 #pragma once
-// If lock dies, even by SIGKILL, the child's process group must die with it: PR_SET_PDEATHSIG
-// reaches only the direct child, not what a shell started in the background. The watchdog is a
-// small process in a session of its own that holds one end of a socket: when the other end closes
-// while it guards a group, it kills that group.
+// The watchdog: the process that starts the child and keeps its tree, so that the promise "the
+// child runs only while the lock is held" does not rest on lock being scheduled or alive.
+//
+// Why the tree's parent rather than a bystander: the watchdog is the child's parent and the tree's
+// subreaper, so every process of the tree, even one that left the group or the session, ends up
+// its child when orphaned; whatever it signals cannot be a stranger that reused a pid, since a
+// pid is not reused before its parent reaps it. A bystander told the tree's pids could not tell
+// a daemon that double-forked away from it, nor a reused pid from a member, once lock is gone,
+// and a cgroup is delegated to few users. lock stays the watchdog's parent and a subreaper too, so
+// that what is left of the tree comes back to lock should the watchdog die.
+//
+// The watchdog stops the tree (see watchdog_process.cpp):
+//   when lock asks           a stop signal, the hold lost, the child's job-control stop
+//   when lock dies           SIGKILL to all of the tree at once, even by SIGKILL or the OOM killer
+//   at the lease's deadline  published by lock in shared memory at every confirmed renewal: a
+//                            lock that is stopped, paused, swapped out or wedged cannot keep the
+//                            child past it (stop_plan.hpp)
+// and holds the hold's descriptors (the local backend's slot) until the tree is gone.
 #include <sys/types.h>
 
-#include <atomic>
-#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "backend/backend.hpp"
+#include "runner/child.hpp"
+#include "runner/watchdog_protocol.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
 
+// What the watchdog knows of the child from the command line, before it is forked.
+struct WatchdogSetup {
+  std::vector<std::string> argv;
+  bool pass_stdin = false;
+  std::chrono::nanoseconds kill_after{};
+};
+
 class Watchdog {
  public:
-  // Forks the watchdog, before we wait for the lock, so that it costs nothing while we hold it.
-  // It never counts as part of the child tree: the supervisor leaves pid() out when /proc lists
-  // our children, and otherwise it is not our child (unless we are init).
-  // `proc_lists_children`: whether listed_children() works here (see the constructor).
-  explicit Watchdog(bool proc_lists_children);
-  // Closing while guarding is what kills the group: an exception that leaves the tree running
+  // Forks the watchdog. Call it first, while lock is one thread with nothing open of its own:
+  // the watchdog then holds nothing of lock's (no lock file, no connection), and what it passes
+  // on to the child is exactly what lock was started with.
+  explicit Watchdog(const WatchdogSetup& setup);
+  // Closing our end while the tree runs is what kills it: an exception that leaves it running
   // ends in the safe state.
-  ~Watchdog() = default;
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Called by the child itself between fork and exec (async-signal-safe): from then on, if we
-  // vanish, its process group dies, even before we learn its pid.
-  // False when the watchdog is gone (killed by hand, say): the child must not run.
-  bool guard_me() const;
-  void disarm();           // the tree is gone; the watchdog only waits for us to exit
+  // Readable when the watchdog reports something, or is gone.
+  int fd() const { return socket_.get(); }
 
-  // What the child reports instead of an errno when guard_me() failed: no errno is negative.
-  static constexpr int kGone = -1;
+  // The lease-safe deadline, from any thread: the tree must be dead by then.
+  void publish(Clock::time_point dead_by);
+  std::optional<Clock::time_point> published() const;
+  // Starts the child with `env` added and `fds` kept open; returns once it has exec'd (or
+  // failed to). nullopt when the watchdog is gone; a pid of -1 when it refused (the stop was
+  // already due: see Report::refused).
+  std::optional<Spawned> spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal);
+  void send(watchdog::Command command, int sig = 0);
+  // The next report (nullopt when none is waiting and `wait` is false); Report::gone also when
+  // the watchdog's end closed, and died() then says so.
+  std::optional<watchdog::ReportMessage> take(bool wait = false);
+  bool died() const { return died_; }
 
  private:
-  struct Unmap {
-    void operator()(std::atomic<pid_t>* p) const;
-  };
   pid_t pid_ = -1;
-  // In memory shared with the watchdog: the group it kills if we vanish, 0 for none.
-  std::unique_ptr<std::atomic<pid_t>, Unmap> guarded_;
+  watchdog::Shared* shared_ = nullptr;
   UniqueFd socket_;
+  bool died_ = false;
 };
 
 }  // namespace lk

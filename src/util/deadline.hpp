@@ -7,9 +7,25 @@
 
 namespace lk {
 
-using Clock = std::chrono::steady_clock;
+// The boot clock: monotonic like steady_clock, but it goes on counting while the machine is
+// suspended, as a server's lease does. A deadline kept on the monotonic clock would look seconds
+// away after a resume, although the server gave the lock to someone else long ago.
+struct BootClock {
+  using duration = std::chrono::nanoseconds;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<BootClock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  }
+};
 
-// A point on the monotonic clock by which something must happen, or never.
+using Clock = BootClock;
+
+// A point on the boot clock by which something must happen, or never.
 class Deadline {
  public:
   static Deadline never() { return Deadline(); }
@@ -36,8 +52,11 @@ class Deadline {
 
   bool passed() const { return at_ && Clock::now() >= *at_; }
   bool is_never() const { return !at_; }
+  std::optional<Clock::time_point> at() const { return at_; }
 
-  // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout.
+  // For ppoll(): nullptr waits forever; a past deadline gives a zero timeout. ppoll counts on the
+  // monotonic clock, so a suspend makes such a wait end late: a wait that guards a lease deadline
+  // uses a timer on the boot clock instead (see runner/watchdog_process.cpp).
   const timespec* remaining(timespec& storage) const {
     if (!at_) return nullptr;
     auto left = std::max(*at_ - Clock::now(), Clock::duration::zero());

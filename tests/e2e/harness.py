@@ -244,6 +244,12 @@ def watchdogs_of(pid):
     return [c for c in all_children_of(pid) if read_comm(c) == "lock-watchdog"]
 
 
+def tree_children_of(pid):
+    """Pids of the direct children of lock's watchdog, which starts lock's child and adopts
+    what the child's tree orphans: the child, and the processes that escaped it."""
+    return [c for w in watchdogs_of(pid) for c in all_children_of(w)]
+
+
 def watchdogs_with(env_entry):
     """Pids of every lock-watchdog on the machine whose environment holds `env_entry` ("K=V"):
     how to find one that is nobody's child (started by a double fork where /proc is hidden)."""
@@ -269,4 +275,4 @@ def read_comm(pid):
 
 
 __all__ += ["proc_stat", "group_members", "all_children_of", "children_of", "watchdogs_of",
-            "watchdogs_with", "read_comm"]
+            "tree_children_of", "watchdogs_with", "read_comm"]

@@ -97,7 +97,8 @@ class EnvironmentTest(ChildTestCase):
         self.assertEqual(env["LOCK_PREFIX"], "p")
 
     def test_lock_key_is_the_held_slot_file(self):
-        out = self.ok("p", 'test -f "$LOCK_KEY" && echo "$LOCK_FENCING_TOKEN $PPID" && '
+        # The child's parent is lock's watchdog, whose parent is lock.
+        out = self.ok("p", 'test -f "$LOCK_KEY" && echo "$LOCK_FENCING_TOKEN $(ps -o ppid= $PPID)" && '
                            'cat "$LOCK_KEY"')
         first, record = out.split("\n", 1)
         token, lock_pid = first.split()
@@ -183,17 +184,23 @@ class StreamsTest(ChildTestCase):
 class ProcessGroupTest(ChildTestCase):
 
     def test_child_leads_its_own_process_group(self):
-        child, lock = self.path("child-stat"), self.path("lock-stat")
-        p = self.start_lock("p", f"echo $$ > {child}.pid; cat /proc/$$/stat > {child}; "
-                                 f"cat /proc/$PPID/stat > {lock}")
+        # The child's parent is lock's watchdog, in a group of its own; the watchdog's is lock.
+        p = self.start_lock("p", f"cat /proc/$$/stat > {self.path('child')}; "
+                                 f"cat /proc/$PPID/stat > {self.path('watchdog')}; "
+                                 f"cat /proc/$(ps -o ppid= $PPID)/stat > {self.path('lock')}")
         self.assertEqual(self.finish(p)[0], 0)
-        child_pid = int(read_file(child + ".pid"))
-        child_fields = read_file(child).rsplit(")", 1)[1].split()
-        lock_fields = read_file(lock).rsplit(")", 1)[1].split()
-        self.assertEqual(int(child_fields[1]), p.pid, "the child's parent is lock")
-        self.assertEqual(int(child_fields[2]), child_pid, "pgid == pid")
-        self.assertNotEqual(int(lock_fields[2]), child_pid)
-        self.assertEqual(int(lock_fields[2]), os.getpgrp(), "lock stays in its caller's group")
+        child, watchdog, lock = (read_file(self.path(name)) for name in ("child", "watchdog", "lock"))
+        child_pid = int(child.split()[0])
+        watchdog_pid = int(watchdog.split()[0])
+        child, watchdog, lock = (text.rsplit(")", 1)[1].split() for text in (child, watchdog, lock))
+        self.assertEqual(int(child[1]), watchdog_pid)
+        self.assertEqual(int(watchdog[1]), p.pid, "the watchdog's parent is lock")
+        self.assertEqual(int(child[2]), child_pid, "pgid == pid")
+        self.assertEqual(int(lock[2]), os.getpgrp(), "lock stays in its caller's group")
+        self.assertNotIn(int(watchdog[2]), (child_pid, os.getpgrp()),
+                         "the watchdog is in neither the child's group nor lock's")
+        self.assertEqual(len({int(child[3]), int(watchdog[3]), int(lock[3])}), 1,
+                         "all three in lock's session")
 
 
 class ExecFailureTest(ChildTestCase):

@@ -19,7 +19,7 @@ import subprocess
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, children_of, read_file, wait_for
+from harness import LOCK, SLOW, LockTestCase, read_file, tree_children_of, wait_for
 from notify_socket import NotifySocket
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -172,7 +172,7 @@ class SystemdUnitTest(LockTestCase):
     def server_of(self, instance):
         """The pid of the server an instance's lock runs (its one child running python)."""
         def find():
-            servers = [p for p in children_of(instance.pid) if b"http.server" in read_cmdline(p)]
+            servers = [p for p in tree_children_of(instance.pid) if b"http.server" in read_cmdline(p)]
             return servers[0] if servers else None
         return wait_for(find, what="the server to start")
 
@@ -196,7 +196,7 @@ class SystemdUnitTest(LockTestCase):
         c = self.start(ports[2])
         self.wait_status([a, b], [c], "the third instance to wait")
         self.assert_serving(ports, ports[:2])
-        self.assertFalse([p for p in children_of(c.pid) if b"http.server" in read_cmdline(p)])
+        self.assertFalse([p for p in tree_children_of(c.pid) if b"http.server" in read_cmdline(p)])
         # Type=notify with -ready=wait: all three count as started; the status tells the ones
         # that serve from the standby, and whom it waits behind.
         self.assertEqual(self.service.get("Type"), ["notify"])

@@ -17,6 +17,18 @@ PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALR
 # The sleeps get the group's signals too; the shell's report of them ("Terminated") is not ours.
 LOOP = "while :; do sleep 0.05; done 2>/dev/null"
 
+# Forks, leaves the session, forks again and closes every descriptor, as daemon(3) does, and
+# ignores SIGTERM; writes its pid to the file it is given.
+DAEMONIZE = ("python3 -c 'import os, signal, sys, time\n"
+             "if os.fork(): sys.exit(0)\n"
+             "os.setsid()\n"
+             "if os.fork(): os._exit(0)\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+             "open(sys.argv[1] + \".tmp\", \"w\").write(str(os.getpid()) + \"\\n\")\n"
+             "os.rename(sys.argv[1] + \".tmp\", sys.argv[1])\n"
+             "os.closerange(0, 65536)\n"
+             "while True: time.sleep(0.05)'")
+
 # Runs lock with an empty file system over /proc, seen by lock alone (its own mount namespace).
 HIDE_PROC = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"]
 
@@ -269,7 +281,8 @@ class KilledLockTest(SignalTestCase):
         self.kill_later(child)
         watchdogs = watchdogs_of(p.pid)
         self.assertEqual(len(watchdogs), 1, f"children of lock: {all_children_of(p.pid)}")
-        self.assertEqual(children_of(p.pid), [child])
+        self.assertEqual(children_of(p.pid), [], "lock's only child is its watchdog")
+        self.assertEqual(all_children_of(watchdogs[0]), [child], "the watchdog's is the child")
         send(p, signal.SIGKILL)
         wait_for(lambda: not pid_alive(child) and not pid_alive(watchdogs[0]), 1.0,
                  "the child and the watchdog to end")
@@ -313,29 +326,48 @@ class KilledLockTest(SignalTestCase):
         waiter = self.start("-shell=false", "p", "touch", self.path("ran"), wrapper=wrapper,
                             env=dict(self.env, LOCK_TEST_WAITER=self.tmp))
         watchdog = self.watchdog_of_queued(waiter, lambda: watchdogs_with(mark))
-        # Without /proc the watchdog comes from a double fork and is nobody's child.
-        self.assertNotIn(watchdog, all_children_of(waiter.pid))
+        self.assertIn(watchdog, all_children_of(waiter.pid))
         self.assert_no_child_runs_without(watchdog, waiter, holder)
 
-    def test_lock_is_not_handed_on_while_an_escaped_process_lives(self):
-        p = self.start("p", f"setsid sh -c 'echo $$ > {self.path('escaped')}; exec sleep 1000' & "
-                            f"echo $$ > {self.path('child')}; sleep 1000")
-        escaped, child = self.pid_from("escaped"), self.pid_from("child")
-        self.kill_later(escaped)
-        self.kill_later(child)
-        self.assertNotEqual(os.getsid(escaped), os.getsid(child), "it did not escape")
+    def test_sigkill_to_lock_kills_a_daemon_before_the_lock_is_handed_on(self):
+        # The daemon holds no descriptor of the lock's: only the watchdog, the tree's subreaper,
+        # can find it once lock is gone.
+        daemon = self.path("daemon")
+        p = self.start("p", f"{DAEMONIZE} {daemon}; sleep 1000")
+        pid = self.pid_from("daemon")
+        self.kill_later(pid)
+        waiter = self.start("p", f"if kill -0 {pid} 2>/dev/null; then echo alive; else echo dead; fi")
+        wait_for(lambda: self.tickets(), what="the waiter to queue")
         send(p, signal.SIGKILL)
-        wait_for(lambda: not pid_alive(child), 1.0, "the child to die")
+        killed = time.monotonic()
+        wait_for(lambda: not pid_alive(pid), 1.0, "the daemon to die")
+        self.assertLess(time.monotonic() - killed, 1.0 * SLOW)
+        self.assertEqual(self.finish(waiter), (0, "dead\n", ""))
         p.wait()
-        self.assertTrue(pid_alive(escaped))
-        r = self.run_lock("-timeout", "300ms", "p", "touch", self.path("ran"))
-        self.assertEqual(r.returncode, 1)
-        self.assertTrue(r.stderr.startswith("lock: timed out waiting for prefix 'p'"), r.stderr)
-        self.assertFalse(os.path.exists(self.path("ran")))
-        self.assertTrue(pid_alive(escaped))
-        os.kill(escaped, signal.SIGKILL)
-        wait_for(lambda: not pid_alive(escaped), what="the escaped process to die")
         self.assert_released()
+
+    def test_a_child_that_kills_its_watchdog_is_killed_and_lock_says_so(self):
+        # The daemon is there too: with the watchdog gone, what is left of the tree comes back to
+        # lock, which kills it rather than hold on unguarded.
+        p = self.start("p", f"{DAEMONIZE} {self.path('daemon')}; echo $$ > {self.path('child')}; "
+                            f"kill -KILL $PPID; sleep 1000")
+        child, daemon = self.pid_from("child"), self.pid_from("daemon")
+        self.kill_later(child)
+        self.kill_later(daemon)
+        code, out, err = self.finish(p)
+        self.assertEqual((code, out), (1, ""))
+        self.assertRegex(err, r"^lock: lock's watchdog \(pid \d+\) was killed by SIGKILL while the "
+                              r"child ran; the child tree was killed, since without the watchdog it "
+                              r"would outlive a killed lock\n$")
+        self.assertFalse(pid_alive(child) or pid_alive(daemon), "the tree outlived its watchdog")
+        self.assert_released()
+
+    def test_a_signal_the_child_sends_its_parent_reaches_lock(self):
+        # Its parent is lock's watchdog; before there was one, it was lock.
+        p = self.start("p", f"trap 'echo got TERM > {self.path('trapped')}; exit 3' TERM; "
+                            f"kill -TERM $PPID; {LOOP}")
+        self.assertEqual(self.finish(p), (0, "", ""))
+        self.assertEqual(read_file(self.path("trapped")), "got TERM\n")
 
 
 class EscapedProcessTest(SignalTestCase):

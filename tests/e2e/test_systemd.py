@@ -168,18 +168,19 @@ class LifecycleTest(NotifyTestCase):
 
     @unittest.skipUnless(shutil.which("strace"), "needs strace")
     def test_ready_comes_once_the_child_is_execd(self):
-        # Watching the child from the socket's side cannot order the two: vfork lets lock go on
-        # as soon as the exec can no longer fail, before the kernel has set up the new program's
-        # arguments, and the datagram is read later still. lock's own system calls can.
+        # Watching the child from the socket's side cannot order the two: vfork lets its caller
+        # go on as soon as the exec can no longer fail, before the kernel has set up the new
+        # program's arguments, and the datagram is read later still. The traced system calls can:
+        # the watchdog's vfork returns, and then lock says READY=1.
         lock_pid, trace = self.traced("vfork,execve,sendto")
-        calls = [call for pid, call in trace if pid == lock_pid]
-        started = next((i for i, c in enumerate(calls) if re.search(r"vfork.*= \d+$", c)), None)
-        ready = next((i for i, c in enumerate(calls)
-                      if c.startswith("sendto(") and "READY=1" in c), None)
-        self.assertIsNotNone(started, calls)
-        self.assertIsNotNone(ready, calls)
-        self.assertLess(started, ready, calls)
-        child = int(re.search(r"= (\d+)$", calls[started]).group(1))
+        started = next((i for i, (pid, c) in enumerate(trace)
+                        if pid != lock_pid and re.search(r"vfork.*= \d+$", c)), None)
+        ready = next((i for i, (pid, c) in enumerate(trace)
+                      if pid == lock_pid and c.startswith("sendto(") and "READY=1" in c), None)
+        self.assertIsNotNone(started, trace)
+        self.assertIsNotNone(ready, trace)
+        self.assertLess(started, ready, trace)
+        child = int(re.search(r"= (\d+)$", trace[started][1]).group(1))
         # strace may split the child's execve into its start and its (successful) end.
         execs = [c for pid, c in trace if pid == child and "execve" in c]
         self.assertTrue(execs and execs[0].startswith('execve("/bin/sh", ["/bin/sh", "-c", ')
@@ -336,14 +337,14 @@ class StoppingTest(NotifyTestCase):
         # The child's datagram comes after STOPPING=1 however lock orders the two steps if the
         # child is slow to answer; lock's own system calls, traced, show the order it chose.
         lock_pid, trace = self.traced("sendto,kill")
-        calls = [call for pid, call in trace if pid == lock_pid]
-        stopping = next((i for i, c in enumerate(calls)
-                         if c.startswith("sendto(") and "STOPPING=1" in c), None)
-        signalled = next((i for i, c in enumerate(calls)
+        stopping = next((i for i, (pid, c) in enumerate(trace)
+                         if pid == lock_pid and c.startswith("sendto(") and "STOPPING=1" in c), None)
+        # The watchdog, which keeps the child's tree, signals it.
+        signalled = next((i for i, (pid, c) in enumerate(trace)
                           if re.match(r"kill\(-\d+, SIGTERM\)", c)), None)
-        self.assertIsNotNone(stopping, calls)
-        self.assertIsNotNone(signalled, calls)
-        self.assertLess(stopping, signalled, calls)
+        self.assertIsNotNone(stopping, trace)
+        self.assertIsNotNone(signalled, trace)
+        self.assertLess(stopping, signalled, trace)
 
     def test_sigterm_while_waiting_says_interrupted(self):
         holder = self.hold()

@@ -50,14 +50,10 @@ std::optional<std::string> LeaseKeeper::reason() const {
   return reason_;
 }
 
-Deadline LeaseKeeper::stop_by() const {
+void LeaseKeeper::publish_deadline(std::function<void(Clock::time_point)> publish) {
   std::lock_guard lock(mutex_);
-  return Deadline(schedule_.stop_at());
-}
-
-Deadline LeaseKeeper::dead_by() const {
-  std::lock_guard lock(mutex_);
-  return Deadline(schedule_.dead_by());
+  publish_ = std::move(publish);
+  publish_(schedule_.dead_by());
 }
 
 void LeaseKeeper::lose(const std::string& why) {
@@ -109,6 +105,7 @@ void LeaseKeeper::run() {
     if (error.empty()) {
       if (schedule_.failures()) verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
       schedule_.succeeded(now);
+      if (publish_) publish_(schedule_.dead_by());
       continue;
     }
     last_error = error;

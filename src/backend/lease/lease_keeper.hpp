@@ -48,10 +48,8 @@ class LeaseKeeper {
   std::optional<std::string> reason() const;
   // Declares the hold lost (from any thread), e.g. when a watch sees our key deleted.
   void lose(const std::string& why);
-  // When the stop must start, and the instant by which the child tree must be dead (the
-  // lease-safe deadline), as of the last acknowledged renewal.
-  Deadline stop_by() const;
-  Deadline dead_by() const;
+  // Calls `publish` with the lease-safe deadline now and after every acknowledged renewal.
+  void publish_deadline(std::function<void(Clock::time_point dead_by)> publish);
   void stop_soon();  // no more renewals; returns at once
   void stop();       // no more renewals; returns once the thread is gone
 
@@ -65,6 +63,7 @@ class LeaseKeeper {
   bool stopping_ = false;
   RenewalSchedule schedule_;
   std::optional<std::string> reason_;
+  std::function<void(Clock::time_point)> publish_;
   std::thread thread_;
 };
 

@@ -10,8 +10,9 @@ class LeasedHold : public Hold {
  public:
   int loss_fd() const override { return keeper().loss_fd(); }
   std::optional<std::string> check_loss() override { return keeper().reason(); }
-  Deadline stop_by() const override { return keeper().stop_by(); }
-  Deadline dead_by() const override { return keeper().dead_by(); }
+  void publish_deadline(std::function<void(Clock::time_point)> publish) override {
+    keeper().publish_deadline(std::move(publish));
+  }
   std::vector<int> child_fds() const override { return {}; }  // nothing local to inherit
 
  protected:
