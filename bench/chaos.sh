@@ -2,8 +2,10 @@
 # The fault harness at full size: every backend (local, Consul through its test double, a real
 # etcd and a real ZooKeeper on loopback), every fault, -n 1 and -n 2, at least 10,000 critical
 # sections per backend, each fault met again every CHAOS_GAP sections. Prints the checker's table
-# and a total line per backend; exits 1 if any row failed (see tests/chaos/checker.py for what
-# each column proves).
+# and a total line per backend, both with the updates lost from the register the -n 1 sections
+# share, with and without the fencing-token check (only a pause of the whole client may lose
+# them, and only without the check); exits 1 if any row failed (see tests/chaos/checker.py for
+# what each column proves).
 #
 #   bench/chaos.sh                         # build/lock, or LOCK_BIN=/path/to/lock
 #   bench/chaos.sh --faults blackhole      # extra arguments go to tests/chaos/run.py

@@ -43,7 +43,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 
 // Between vfork and exec only async-signal-safe calls: everything was prepared before.
 [[noreturn]] void exec_child(const ChildSpec& spec, char** argv, char** envp, pid_t parent,
-                             volatile int* report, const Signals& signals) {
+                             volatile int* report, const sigset_t& mask) {
   setpgid(0, 0);
   // Should the watchdog die (killed by hand, or by the child), lock adopts what is left of the
   // tree and kills it; the child itself goes at once.
@@ -56,7 +56,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     close(null);
   }
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
-  signals.restore_in_child();
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
   execvpe(argv[0], argv, envp);
   fail(report, errno);
 }
@@ -71,7 +71,7 @@ std::vector<std::string> child_argv(const std::vector<std::string>& words, bool 
   return {sh && *sh ? sh : "/bin/sh", "-c", script};
 }
 
-Spawned spawn_child(const ChildSpec& spec, const Signals& signals) {
+Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask) {
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<std::string> env_strings = merged_environment(spec.env);
   auto argv = c_strings(argv_strings);
@@ -83,7 +83,7 @@ Spawned spawn_child(const ChildSpec& spec, const Signals& signals) {
   // It runs only exec_child, which touches nothing but its arguments, exec_error and system calls.
   pid_t pid = vfork();
   if (pid < 0) throw sys_error("cannot start the child");
-  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, signals);
+  if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, mask);
 
   // With vfork we resume only once the child has exec'd (or failed to, and said why in
   // exec_error): its process group and its hold on the terminal exist already, and setting them

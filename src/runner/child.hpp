@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "runner/signals.hpp"
 
 namespace lk {
 
@@ -32,7 +31,8 @@ struct Spawned {
   int exec_error = 0;
 };
 
-// Starts the child, in a process group of its own, killed if its parent (the watchdog) dies.
-Spawned spawn_child(const ChildSpec& spec, const Signals& signals);
+// Starts the child, in a process group of its own, killed if its parent (the watchdog) dies,
+// with `mask` as its signal mask.
+Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask);
 
 }  // namespace lk

@@ -19,6 +19,7 @@ struct RunResult {
   std::optional<std::string> lost;       // why the hold was lost, if it was
   std::optional<std::string> not_run;    // why the child was never started, if it was not
   std::optional<std::string> unguarded;  // why the tree was killed without being told to stop
+  bool ended_unstopped = false;          // the child ended before any stop began
 };
 
 // Exit status of lock once the child ran (or could not) and the lock was released:

@@ -139,7 +139,8 @@ int run(const Options& o) {
   else if (result.not_run)
     fmt::print(stderr, "lock: did not run {}: {}\n", argv.front(), *result.not_run);
   else if (result.lost)
-    fmt::print(stderr, "lock: lock lost: {}; the child was stopped\n", *result.lost);
+    fmt::print(stderr, "lock: lock lost: {}; the child {}\n", *result.lost,
+               result.ended_unstopped ? "had ended by itself" : "was stopped");
   else if (result.unguarded)
     fmt::print(stderr, "lock: {}\n", *result.unguarded);
   if (result.exec_error)

@@ -24,26 +24,32 @@ bool ignored(int sig) {
 }  // namespace
 
 Signals::Signals() {
-  sigset_t set;
-  sigemptyset(&set);
+  sigemptyset(&set_);
   // A signal we were started with ignored (nohup; ^C for a background job of a script) stays
   // ignored, by us and by the child, as it would for any other program. Not SIGCHLD: see below.
   for (int sig : kForwarded)
-    if (!ignored(sig)) sigaddset(&set, sig);
-  for (int sig : kOwn) sigaddset(&set, sig);
+    if (!ignored(sig)) sigaddset(&set_, sig);
+  for (int sig : kOwn) sigaddset(&set_, sig);
   // An ignored SIGCHLD (left by a parent) would have the kernel reap our children behind our back.
   signal(SIGCHLD, SIG_DFL);
-  if (sigprocmask(SIG_BLOCK, &set, &original_) < 0) throw sys_error("sigprocmask");
-  fd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (sigprocmask(SIG_BLOCK, &set_, &original_) < 0) throw sys_error("sigprocmask");
+  fd_.reset(signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!fd_) throw sys_error("signalfd");
-  // A vanished reader of our stderr must not kill us while a child still holds the lock.
-  pipe_was_default_ = !ignored(SIGPIPE);
+  // A vanished reader of our stderr must not kill us while a child still holds the lock. The
+  // child is started by the watchdog, which leaves SIGPIPE as we were started with it.
   signal(SIGPIPE, SIG_IGN);
 }
 
-void Signals::restore_in_child() const {
-  if (pipe_was_default_) signal(SIGPIPE, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &original_, nullptr);
+Signals::Signals(BlockAll) {
+  sigset_t all;
+  sigfillset(&all);
+  if (sigprocmask(SIG_BLOCK, &all, &original_) < 0) throw sys_error("sigprocmask");
+  signal(SIGCHLD, SIG_DFL);
+  sigemptyset(&set_);
+  for (int sig : kForwarded) sigaddset(&set_, sig);
+  sigaddset(&set_, SIGCHLD);
+  fd_.reset(signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!fd_) throw sys_error("signalfd");
 }
 
 Signals::~Signals() { sigprocmask(SIG_SETMASK, &original_, nullptr); }

@@ -16,10 +16,15 @@ class Signals {
  public:
   Signals();   // blocks the signals and opens the signalfd
   ~Signals();  // restores the mask we started with
+  // For the watchdog: every signal blocked, so that only SIGKILL (and SIGSTOP) reach it; fd()
+  // reads SIGCHLD and the signals lock passes on, whatever their disposition (lock judges).
+  struct BlockAll {};
+  explicit Signals(BlockAll);
 
   int fd() const { return fd_.get(); }
-  // Between fork and exec: gives the child the signal state we were started with.
-  void restore_in_child() const;
+  const sigset_t& original() const { return original_; }  // the mask we were started with
+  // Whether a signal reaches us through fd(): not one we were started with ignored.
+  bool handles(int sig) const { return sigismember(&set_, sig) == 1; }
 
   // The signals that arrived since the last call, oldest first; never blocks.
   std::vector<int> take();
@@ -35,8 +40,7 @@ class Signals {
   static bool is_stop(int sig);  // SIGHUP, SIGINT, SIGQUIT, SIGTERM
 
  private:
-  sigset_t original_;
-  bool pipe_was_default_ = true;
+  sigset_t original_, set_;
   UniqueFd fd_;
 };
 

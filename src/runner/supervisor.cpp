@@ -31,26 +31,27 @@ RunResult Supervisor::run(const ChildStart& start) {
   foreground_ = &foreground;
   hold_.publish_deadline([this](Clock::time_point dead_by) { watchdog_.publish(dead_by); });
   bool take_terminal = start.on_terminal && Foreground::available();
-  auto spawned = watchdog_.spawn(start.env, start.fds, take_terminal);
+  // Waiting for the child's exec costs lock a wake-up; only systemd's READY=1, the terminal and
+  // -verbose need to know of it before it ends.
+  bool wait = static_cast<bool>(systemd_) || start.on_terminal || verbose_enabled();
+  auto spawned = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
+  child_running_ = true;
   if (!spawned) {
+    child_running_ = false;
     result_.not_run = fmt::format("lock's watchdog (pid {}) is gone, and without it the child would "
                                   "outlive a killed lock", watchdog_.pid());
-    return result_;
+    kill_orphans();  // had it started the child before it died, the child died with it
+  } else if (spawned->pid < 0) {
+    return refused();
+  } else if (spawned->pid > 0) {
+    child_ = spawned->pid;
+    foreground.set_child(child_);
+    verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
+    if (spawned->exec_error)
+      result_.exec_error = spawned->exec_error;
+    else
+      systemd_.ready();  // the child runs: what dependants of the unit wait for
   }
-  if (spawned->pid < 0) {
-    result_.lost = hold_.check_loss().value_or(
-        "the lease's deadline came before the child could start (was lock stopped or starved?)");
-    result_.not_run = "the lock was lost first";
-    return result_;
-  }
-  child_ = spawned->pid;
-  foreground.set_child(child_);
-  child_running_ = true;
-  verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
-  if (spawned->exec_error)
-    result_.exec_error = spawned->exec_error;
-  else
-    systemd_.ready();  // the child runs: what dependants of the unit wait for
 
   bool watching_loss = hold_.loss_fd() >= 0;
   while (!tree_gone_) {
@@ -111,8 +112,8 @@ void Supervisor::on_report(const ReportMessage& report) {
   switch (report.report) {
     case Report::stopped:
       return on_stopped(report.sig);
-    case Report::signal:
-      return on_signal(report.sig);
+    case Report::signal:  // as if sent to us: unless we were started with it ignored
+      return signals_.handles(report.sig) ? on_signal(report.sig) : void();
     case Report::exited:
       return on_exited(report);
     case Report::deadline: {
@@ -130,10 +131,17 @@ void Supervisor::on_report(const ReportMessage& report) {
       return;
     case Report::gone:
       if (watchdog_.died()) return on_watchdog_died();
+      if (report.ended) on_exited(report);
+      // A tree that ended by itself past its lease (the whole machine was stopped, say) ran
+      // without the lock for a while: lost all the same.
+      if (report.late && !result_.lost) result_.lost = deadline_passed();
+      tree_gone_ = true;
+      return;
+    case Report::refused:
+      refused();
       tree_gone_ = true;
       return;
     case Report::started:
-    case Report::refused:
       return;
   }
 }
@@ -160,9 +168,21 @@ void Supervisor::on_stopped(int sig) {
   if (job_control && (foreground_->active() || tstp_forwarded_)) suspend();
 }
 
+// A stopped or starved lock asked for the child once its lease's stop was due.
+RunResult Supervisor::refused() {
+  child_running_ = false;
+  result_.lost = hold_.check_loss().value_or(
+      "the lease's deadline came before the child could start (was lock stopped or starved?)");
+  result_.not_run = "the lock was lost first";
+  return result_;
+}
+
 void Supervisor::on_exited(const ReportMessage& report) {
+  if (child_ <= 0) child_ = report.pid;  // not waited for at its start
+  if (report.error) result_.exec_error = report.error;
   child_running_ = false;
   result_.child = {report.signaled, report.code};
+  result_.ended_unstopped = !stopping_;
   std::string how = fmt::format("the child exited ({} {})", report.signaled ? "signal" : "status",
                                 report.code);
   verbose("{}", how);
@@ -185,9 +205,14 @@ void Supervisor::on_watchdog_died() {
                                   "killed lock", watchdog_.pid(), how);
   verbose("{}", *result_.unguarded);
   systemd_.stopping("stopping the child: " + *result_.unguarded);
+  kill_orphans();
+}
+
+// What is left of the tree once the watchdog is gone came back to us, its subreaper.
+void Supervisor::kill_orphans() {
   stopping_ = killing_ = true;
-  orphans_.emplace(child_, foreign_, /*group_usable=*/false);
-  if (!child_running_) orphans_->leader_ended();
+  orphans_.emplace(child_ > 0 ? child_ : -1, foreign_, /*group_usable=*/false);
+  if (!child_running_ || child_ <= 0) orphans_->leader_ended();
   orphans_->kill();
   reap();
 }

@@ -55,7 +55,9 @@ class Supervisor {
   std::string deadline_passed();
   void on_stopped(int sig);
   void on_exited(const watchdog::ReportMessage& report);
+  RunResult refused();
   void on_watchdog_died();
+  void kill_orphans();
   void reap();
   void stop(int sig, const std::string& why);
   void suspend();

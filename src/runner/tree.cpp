@@ -40,7 +40,7 @@ Tree::Reaped Tree::reap() {
   }
   if (!leader_running_ && (pids->empty() || (pids->size() == 1 && pids->front() == leader_))) {
     siginfo_t info{};
-    waitid(P_PID, leader_, &info, WEXITED | WNOHANG);
+    if (leader_ > 0) waitid(P_PID, leader_, &info, WEXITED | WNOHANG);
     leader_reaped_ = true;
     gone_ = true;  // a zombie leader has no live descendants: they were adopted by us
   }

@@ -21,7 +21,8 @@ class Tree {
  public:
   // `foreign`: our children that are not of the tree, never signalled or waited for.
   // `group_usable`: false when the tree was adopted from a reaper that died, which may have
-  // reaped the leader already; then only our own children are signalled.
+  // reaped the leader already (or never started it: `leader` -1); then only our own children
+  // are signalled.
   Tree(pid_t leader, std::set<pid_t> foreign, bool group_usable = true)
       : leader_(leader), foreign_(std::move(foreign)), leader_reaped_(!group_usable) {}
   // The leader's end was learnt otherwise (from the reaper that died).

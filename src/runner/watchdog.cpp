@@ -51,11 +51,12 @@ std::optional<Clock::time_point> Watchdog::published() const {
 }
 
 std::optional<Spawned> Watchdog::spawn(const EnvVars& env, const std::vector<int>& fds,
-                                       bool take_terminal) {
+                                       bool take_terminal, bool wait) {
   std::string environment;
   for (const auto& [key, value] : env) environment += key + "=" + value + '\0';
-  watchdog::SpawnMessage head{{Command::spawn, take_terminal, 0}, environment.size()};
+  watchdog::SpawnMessage head{{Command::spawn, take_terminal, wait, 0}, environment.size()};
   if (!send_spawn(socket_.get(), head, environment, fds)) return std::nullopt;
+  if (!wait) return Spawned{0, 0};
   while (auto r = take(/*wait=*/true)) {
     if (r->report == Report::started) return Spawned{r->pid, r->error};
     if (r->report == Report::refused) return Spawned{-1, 0};
@@ -65,7 +66,7 @@ std::optional<Spawned> Watchdog::spawn(const EnvVars& env, const std::vector<int
 }
 
 void Watchdog::send(Command command, int sig) {
-  CommandMessage message{command, false, sig};
+  CommandMessage message{command, false, false, sig};
   // A watchdog that is gone will say so by its end closing, which the supervisor also polls.
   while (::send(socket_.get(), &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }

@@ -56,10 +56,12 @@ class Watchdog {
   // The lease-safe deadline, from any thread: the tree must be dead by then.
   void publish(Clock::time_point dead_by);
   std::optional<Clock::time_point> published() const;
-  // Starts the child with `env` added and `fds` kept open; returns once it has exec'd (or
-  // failed to). nullopt when the watchdog is gone; a pid of -1 when it refused (the stop was
-  // already due: see Report::refused).
-  std::optional<Spawned> spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal);
+  // Starts the child with `env` added and `fds` kept open. With `wait`, returns once it has
+  // exec'd (or failed to), or the watchdog refused (a pid of -1: the stop was already due, see
+  // Report::refused); without, at once, with a pid of 0: both come with the reports. nullopt
+  // when the watchdog is gone.
+  std::optional<Spawned> spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal,
+                               bool wait);
   void send(watchdog::Command command, int sig = 0);
   // The next report (nullopt when none is waiting and `wait` is false); Report::gone also when
   // the watchdog's end closed, and died() then says so.

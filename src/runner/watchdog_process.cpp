@@ -44,6 +44,7 @@ class Keeper {
  private:
   void start(Spawn spawn);
   void turn();
+  void read_deadline();
   void keep_to_plan();
   void arm_timer();
   void on_lock();
@@ -52,23 +53,23 @@ class Keeper {
   void begin_stop(int sig);
   void kill_tree();
   void report(ReportMessage message, bool may_drop = false);
+  ReportMessage ended(Report report, int sig, const ChildEnd& end) const;
 
   int socket_;
   const Shared& shared_;
   const WatchdogSetup& setup_;
-  Signals signals_;
+  Signals signals_{Signals::BlockAll{}};  // the child gets the mask lock was started with
   StopPlan plan_;
+  Spawned child_;
   std::optional<Tree> tree_;
   std::vector<UniqueFd> held_;  // the hold's descriptors: the hold lasts as long as the tree
   UniqueFd timer_;              // on the boot clock, once there is a lease to keep
   std::optional<Clock::time_point> armed_at_;
   bool lock_gone_ = false;
+  ReportMessage gone_{Report::gone};  // the last report
 };
 
 void Keeper::run() {
-  sigset_t all;
-  sigfillset(&all);
-  sigprocmask(SIG_BLOCK, &all, nullptr);  // the child gets the mask lock started with
   auto spawn = receive_spawn(socket_);
   if (!spawn) return;  // lock ended before a child was due
   try {
@@ -81,21 +82,22 @@ void Keeper::run() {
     return;
   }
   held_.clear();  // the local backend's slot: free only now that nothing of the tree runs
-  report({Report::gone});
+  read_deadline();
+  gone_.late = plan_.dead_by() && Clock::now() > *plan_.dead_by();
+  report(gone_);
 }
 
 // A stopped or starved lock may ask for the child late: not once its stop is due.
 void Keeper::start(Spawn spawn) {
-  if (std::int64_t ns = shared_.dead_by_ns.load())
-    plan_.lease(Clock::time_point(Clock::duration(ns)));
+  read_deadline();
   if (plan_.stop_due(Clock::now())) return report({Report::refused});
   ChildSpec spec{setup_.argv, std::move(spawn.env), setup_.pass_stdin, spawn.take_terminal, {}};
   for (const auto& fd : spawn.fds) spec.inherit_fds.push_back(fd.get());
   held_ = std::move(spawn.fds);
   signals_.take();  // sent while we waited: not the child's, which did not exist
-  Spawned child = spawn_child(spec, signals_);
-  tree_.emplace(child.pid, std::set<pid_t>{});
-  report({Report::started, child.pid, child.exec_error});
+  child_ = spawn_child(spec, signals_.original());
+  tree_.emplace(child_.pid, std::set<pid_t>{});
+  if (spawn.report_start) report({Report::started, child_.pid, child_.exec_error});
 }
 
 void Keeper::turn() {
@@ -125,9 +127,13 @@ void Keeper::turn() {
 
 // Read at every wake-up: lock moves the deadline without waking us, and the timer, set for the
 // deadline we knew, wakes us to read the one it moved to.
-void Keeper::keep_to_plan() {
+void Keeper::read_deadline() {
   if (std::int64_t ns = shared_.dead_by_ns.load())
     plan_.lease(Clock::time_point(Clock::duration(ns)));
+}
+
+void Keeper::keep_to_plan() {
+  read_deadline();
   auto now = Clock::now();
   if (plan_.stop_due(now)) {
     begin_stop(SIGTERM);
@@ -189,16 +195,18 @@ void Keeper::on_signals() {
 
 void Keeper::on_reaped(const Tree::Reaped& reaped) {
   for (int sig : reaped.stopped_by) report({Report::stopped, 0, 0, sig}, /*may_drop=*/true);
-  if (tree_->gone()) {
-    if (reaped.ended) report({Report::exited, 0, 0, 0, reaped.ended->signaled, reaped.ended->code});
+  if (tree_->gone()) {  // the child was the last: its end goes with the tree's, in one report
+    if (reaped.ended) gone_ = ended(Report::gone, 0, *reaped.ended);
     return;
   }
   bool was_stopping = tree_->stopping();
   if (reaped.ended && !was_stopping) begin_stop(SIGTERM);  // what the child left behind
-  if (reaped.ended)
-    report({Report::exited, 0, 0, was_stopping ? 0 : SIGTERM, reaped.ended->signaled,
-            reaped.ended->code});
+  if (reaped.ended) report(ended(Report::exited, was_stopping ? 0 : SIGTERM, *reaped.ended));
   if (was_stopping) tree_->signal_adopted();
+}
+
+ReportMessage Keeper::ended(Report report, int sig, const ChildEnd& end) const {
+  return {report, child_.pid, child_.exec_error, sig, end.signaled, end.code, true};
 }
 
 // Once the stop has begun, a stop signal is passed on like any other.

@@ -29,26 +29,29 @@ ssize_t received(int socket, msghdr& message) {
 
 }  // namespace
 
+// The head and as much of the environment as fits go in the first datagram, with the
+// descriptors; the rest, if any, in more.
 bool send_spawn(int socket, const SpawnMessage& head, const std::string& environment,
                 const std::vector<int>& fds) {
-  iovec iov{const_cast<SpawnMessage*>(&head), sizeof head};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
   if (fds.size() > kMaxFds) throw std::logic_error("more descriptors than a spawn carries");
+  std::size_t first = std::min(kPiece, environment.size());
+  iovec iov[2] = {{const_cast<SpawnMessage*>(&head), sizeof head},
+                  {const_cast<char*>(environment.data()), first}};
+  msghdr message{};
+  message.msg_iov = iov;
+  message.msg_iovlen = 2;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
   if (!fds.empty()) {
-    std::size_t n = fds.size();
     message.msg_control = control;
-    message.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
     cmsghdr* c = CMSG_FIRSTHDR(&message);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * n);
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
   if (!sent(socket, message)) return false;
-  for (std::size_t at = 0; at < environment.size(); at += kPiece) {
+  for (std::size_t at = first; at < environment.size(); at += kPiece) {
     iovec piece{const_cast<char*>(environment.data() + at), std::min(kPiece, environment.size() - at)};
     msghdr more{};
     more.msg_iov = &piece;
@@ -60,42 +63,47 @@ bool send_spawn(int socket, const SpawnMessage& head, const std::string& environ
 
 std::optional<Spawn> receive_spawn(int socket) {
   SpawnMessage head{};
-  iovec iov{&head, sizeof head};
+  std::string environment(kPiece, '\0');
+  iovec iov[2] = {{&head, sizeof head}, {environment.data(), environment.size()}};
   msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
+  message.msg_iov = iov;
+  message.msg_iovlen = 2;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
   message.msg_control = control;
   message.msg_controllen = sizeof control;
-  if (received(socket, message) != sizeof head || head.command.command != Command::spawn)
+  ssize_t n = received(socket, message);
+  if (n < static_cast<ssize_t>(sizeof head) || head.command.command != Command::spawn)
     return std::nullopt;
   Spawn spawn;
   spawn.take_terminal = head.command.take_terminal;
+  spawn.report_start = head.command.report_start;
   for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < n; ++i) {
+    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
       spawn.fds.emplace_back(fd);
     }
   }
-  std::string environment(head.environment_size, '\0');
-  for (std::size_t at = 0; at < environment.size();) {
+  std::size_t at = static_cast<std::size_t>(n) - sizeof head;
+  environment.resize(std::max<std::size_t>(head.environment_size, at));
+  while (at < head.environment_size) {
     iovec piece{environment.data() + at, environment.size() - at};
     msghdr more{};
     more.msg_iov = &piece;
     more.msg_iovlen = 1;
-    ssize_t n = received(socket, more);
-    if (n <= 0) return std::nullopt;
-    at += static_cast<std::size_t>(n);
+    ssize_t got = received(socket, more);
+    if (got <= 0) return std::nullopt;
+    at += static_cast<std::size_t>(got);
   }
-  for (std::size_t at = 0; at < environment.size();) {
-    std::size_t end = environment.find('\0', at);
-    std::string entry = environment.substr(at, end - at);
+  environment.resize(head.environment_size);
+  for (std::size_t start = 0; start < environment.size();) {
+    std::size_t end = environment.find('\0', start);
+    std::string entry = environment.substr(start, end - start);
     std::size_t eq = entry.find('=');
     spawn.env.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
-    at = end + 1;
+    start = end + 1;
   }
   return spawn;
 }

@@ -27,6 +27,7 @@ enum class Command : std::uint8_t {
 struct CommandMessage {
   Command command;
   bool take_terminal = false;  // spawn: make the child's group the terminal's foreground
+  bool report_start = false;   // spawn: report `started` (else its pid comes with its end)
   int sig = 0;
 };
 
@@ -41,6 +42,7 @@ bool send_spawn(int socket, const SpawnMessage& head, const std::string& environ
 
 struct Spawn {
   bool take_terminal = false;
+  bool report_start = false;
   EnvVars env;
   std::vector<UniqueFd> fds;
 };
@@ -48,14 +50,18 @@ std::optional<Spawn> receive_spawn(int socket);  // nullopt when lock is gone
 
 // watchdog → lock.
 enum class Report : std::uint8_t {
-  started,   // pid; error: errno of a failed exec, else 0
+  started,   // when asked for; pid; error: errno of a failed exec, else 0
   refused,   // the stop was due before the child could start: it never ran
   stopped,   // the child stopped for job control; sig
   signal,    // the child sent its parent (the watchdog) `sig`: meant for lock, which it was
-  exited,    // the child ended; signaled, code
+  exited,    // the child ended before the rest of its tree; pid, error as for `started`;
+             // signaled, code; sig: the signal of the stop this began (for what it left
+             // behind), 0 when one was under way
   deadline,  // the lease-safe deadline came without a renewal: the watchdog began the stop
   killing,   // the grace period (or the deadline) ran out: SIGKILL to what is left of the tree
-  gone,      // the tree is gone and the hold's descriptors closed; the watchdog exits
+  gone,      // the tree is gone and the hold's descriptors closed; the watchdog exits. With
+             // `ended`, the child's end comes with it (it was the last of the tree to go);
+             // `late`: the tree outlived the lease-safe deadline
 };
 
 struct ReportMessage {
@@ -65,6 +71,8 @@ struct ReportMessage {
   int sig = 0;
   bool signaled = false;
   int code = 0;
+  bool ended = false;
+  bool late = false;
 };
 
 // In memory shared by the two: the lease-safe deadline on the boot clock, in nanoseconds; 0 for

@@ -1,12 +1,15 @@
 """Judges one scenario's sections from the log alone (plus what the harness knows of the fault):
-mutual exclusion, fencing-token order, and children that outlived their lease; prints the table.
+mutual exclusion, fencing-token order, children that outlived their lease, and updates lost from
+the register the sections share (n = 1); prints the table.
 
 Mutual exclusion: at no instant more than n children between their start and end lines. The
-allowed exceptions are a section whose `lock` the harness paused (SIGSTOP) beyond its TTL (a
-paused process cannot stop anything, so the server rightly hands its slot on while its child
-still runs), and a local holder whose state directory the harness removed, or a ZooKeeper holder
-whose node it deleted, until `lock` notices. There the newcomer's fencing token must be higher
-than the old holder's, which is all a lease can promise (see SAFETY in man/lock.1).
+allowed exceptions are a section whose whole client the harness paused (SIGSTOP of `lock`, its
+watchdog and the child together) beyond its TTL (a paused machine cannot stop anything, so the
+server rightly hands its slot on while its child still runs; a `lock` paused alone, or with its
+child, excuses nothing, since its watchdog keeps the deadline), and a local holder whose state directory
+the harness removed, or a ZooKeeper holder whose node it deleted, until `lock` notices. There the
+newcomer's fencing token must be higher than the old holder's, which is all a lease can promise
+(see SAFETY in man/lock.1).
 
 Fencing tokens ("a number that rises on every acquisition of the prefix"). Two rules, both sound
 for every backend and limit:
@@ -31,13 +34,69 @@ the margin that was left.
 
 Expectations per victim: "survive" (the child ran its course: how == "done"), "stop" (it did not,
 and ended before the deadline), None (safety alone). A contender's child (not a victim) stopped before the harness began its final
-stop is a false loss, unless the fault hit the whole server (losses_allowed).
+stop is a false loss, unless the fault hit the whole server (losses_allowed). What a victim's
+`lock` said, where the fault says what it must say, is a kind of failure of its own ("messages"),
+so that a known wrong message can be expected without hiding any other problem.
+
+Lost updates (register.py): each section reads the register, waits, and writes what it read plus
+one, so a history in which every read-modify-write saw the one before it ends with the register
+equal to the number of writes it acknowledged. Lost updates = acknowledged writes - final value:
+the increments the final value does not show, which is what Jepsen's counter checker holds a
+final read against, and its lock-set checker counts for a set (acknowledged adds missing from the
+final read). A write the register refused (a token below the highest it had seen) was never
+acknowledged, so it loses nothing: refusing it is the fencing token's work. Each acknowledged
+write erased before + 1 - value updates (those written since its read; negative when it restores
+some, as a write from a read taken before a stale write does); these sum to the same count, and
+the write that erased most is the example. So one stale write that erased 30 updates, followed
+by a successor's write from a read taken before it, loses 1 in all: the stale writer's own
+increment, as a set that drops an element would. The checked register must lose none,
+whatever the fault: the token must protect. The unchecked one may lose updates only where an
+overlap is allowed (a holder excused above); anywhere else a loss fails the row. A section that
+ran its course ("done") must have written: the record must show its write.
 """
 
 import math
 from dataclasses import dataclass, field
 
-KINDS = ("overlaps", "stale_tokens", "overruns", "problems")
+KINDS = ("overlaps", "stale_tokens", "overruns", "lost_updates", "messages", "problems")
+
+
+@dataclass
+class RegisterWrite:
+    """One write asked of a register, as its store took it (register.py)."""
+    pid: int
+    token: int | None
+    read: int | None   # what this section read from the register
+    before: int        # the register's value when the write came
+    value: int         # the value written (read + 1)
+    accepted: bool     # acknowledged; False: refused for a stale token
+    at: float = 0.0    # monotonic time of its arrival
+
+    @property
+    def erased(self):
+        """Updates this write undid: those acknowledged between its read and itself."""
+        return self.before + 1 - self.value if self.accepted else 0
+
+
+@dataclass
+class RegisterLog:
+    """A register's final value and every write asked of it, in the order taken."""
+    name: str
+    final: int
+    writes: list
+
+    @property
+    def acknowledged(self):
+        return sum(w.accepted for w in self.writes)
+
+    @property
+    def lost(self):
+        """Acknowledged increments the final value does not show (see the module's doc)."""
+        return self.acknowledged - self.final
+
+    @property
+    def refused(self):
+        return sum(not w.accepted for w in self.writes)
 
 
 @dataclass
@@ -48,16 +107,27 @@ class Row:
     sections: int = 0
     overlaps: int = 0          # starts that made more than n holders, outside the allowed case
     unresolved: int = 0        # starts the log cannot place before or after a killed child's death
-    allowed_overlaps: int = 0  # the same, involving a lock paused beyond its TTL
+    allowed_overlaps: int = 0  # the same, involving a holder whose overlap is excused
     stale_tokens: int = 0      # pairs or starts breaking a token rule (counted once per newcomer)
     overruns: int = 0          # victims that ended after their lease deadline
+    lost_checked: int | None = None    # updates lost from the register that checks tokens
+    lost_unchecked: int | None = None  # ... and from the one that does not (None: no register)
+    losses_allowed: bool = False  # an overlap was allowed: the unchecked register may lose some
+    refused: int = 0           # writes the checked register refused for a stale token
     worst_overrun: float = 0.0  # seconds, max(0, end - deadline)
     closest: float | None = None  # seconds, max(end - deadline) where a deadline was known
+    messages: list = field(default_factory=list)  # a victim's lock said other than it should
     problems: list = field(default_factory=list)  # what else the scenario found wrong
     notes: list = field(default_factory=list)
     examples: list = field(default_factory=list)  # a few offending log excerpts, for the report
     expected: tuple | None = None  # (kind, why): a known failure of lock, reported elsewhere
     seconds: float = 0.0
+
+    @property
+    def lost_updates(self):
+        """The lost updates that fail the row: every one of the checked register's, and the
+        unchecked register's where no overlap was allowed."""
+        return (self.lost_checked or 0) + (0 if self.losses_allowed else self.lost_unchecked or 0)
 
     def kinds(self):
         """The kinds of failure found (see KINDS)."""
@@ -90,13 +160,15 @@ def _fmt(s):
 
 
 def check(row, sections, deadlines=None, allowed=(), expect=None, ending_at=math.inf,
-          losses_allowed=False):
+          losses_allowed=False, registers=None):
     """Fills row from the sections (contenders.Section) and returns it.
 
-    deadlines: {pid: lease deadline}; allowed: pids of children whose lock was paused beyond its
-    TTL; expect: {pid: "survive", "stop" or None} for every victim; ending_at: when the harness began stopping every lock
-    (a child stopped after it was asked to stop); losses_allowed: the fault hit the server, so any
-    holder may lose."""
+    deadlines: {pid: lease deadline}; allowed: pids of children whose overlap is excused (their
+    whole client paused beyond the TTL, their state directory or node removed); expect: {pid:
+    "survive", "stop" or None} for every victim; ending_at: when the harness began stopping every
+    lock (a child stopped after it was asked to stop); losses_allowed: the fault hit the server,
+    so any holder may lose; registers: {"checked"/"unchecked": RegisterLog} when the sections
+    shared a register."""
     deadlines, expect = deadlines or {}, expect or {}
     row.sections = len(sections)
     for s in sections:
@@ -106,6 +178,8 @@ def check(row, sections, deadlines=None, allowed=(), expect=None, ending_at=math
     _exclusion(row, done, allowed, deadlines)
     _tokens(row, sorted(sections, key=lambda s: s.start))
     _deadlines(row, done, deadlines, allowed, expect)
+    if registers:
+        _registers(row, sections, registers, bool(allowed))
     for s in done:
         if (s.pid not in expect and s.how != "done" and s.end < ending_at
                 and s.pid not in allowed and not losses_allowed):
@@ -202,10 +276,50 @@ def _deadlines(row, done, deadlines, allowed, expect):
         row.closest = closest
 
 
+def _registers(row, sections, registers, overlap_allowed):
+    checked, unchecked = registers["checked"], registers["unchecked"]
+    row.lost_checked, row.lost_unchecked = checked.lost, unchecked.lost
+    row.losses_allowed = overlap_allowed
+    row.refused = checked.refused
+    by_pid = {s.pid: s for s in sections}
+    for log in (checked, unchecked):
+        worst = max((w for w in log.writes if w.erased > 0), key=lambda w: w.erased, default=None)
+        if worst is None:
+            continue
+        who = by_pid.get(worst.pid)
+        text = (f"{log.name} register: {who.tag if who else '?'} pid {worst.pid} token "
+                f"{worst.token} read {worst.read} and wrote {worst.value} over {worst.before}, "
+                f"erasing the {worst.erased} update(s) acknowledged since its read")
+        if log is checked or not overlap_allowed:
+            # Kept among the few examples even after many overlaps: it shows what they cost.
+            if len(row.examples) >= 3:
+                row.examples.pop()
+            row.example(text)
+        else:  # what the fault was there to show
+            row.notes.append(f"e.g. {text}")
+    for log in (checked, unchecked):
+        odd = [w for w in log.writes if w.read is None or w.value != w.read + 1]
+        if odd:
+            row.problems.append(f"{log.name} register: {len(odd)} write(s) not one above what "
+                                f"the writer read, e.g. {odd[0]}")
+    wrote = {w.pid for w in unchecked.writes}
+    for s in sections:
+        if s.how == "done" and s.pid not in wrote:
+            row.problems.append(f"a section ran its course without writing the register: {_fmt(s)}")
+    strangers = wrote - set(by_pid)
+    if strangers:
+        row.problems.append(f"register writes from pids that logged no section: "
+                            f"{sorted(strangers)}")
+
+
+def _count(value):
+    return "-" if value is None else str(value)
+
+
 def table(rows):
     """The report: one line per scenario, then the details, then a total line per backend."""
-    head = ("backend", "fault", "n", "sections", "overlaps", "stale", "closest ms", "secs",
-            "verdict", "notes")
+    head = ("backend", "fault", "n", "sections", "overlaps", "stale", "lost checked",
+            "lost unchecked", "closest ms", "secs", "verdict", "notes")
     lines = [head]
     for r in rows:
         notes = []
@@ -215,12 +329,18 @@ def table(rows):
             notes.append(f"{r.unresolved} start(s) within a killed child's last poll")
         if r.overruns:
             notes.append(f"overrun {r.worst_overrun * 1000:.0f} ms")
+        if r.lost_unchecked and r.losses_allowed:
+            notes.append("unchecked losses allowed")
+        if r.refused:
+            notes.append(f"{r.refused} stale write(s) refused")
         if r.expected and r.verdict != "ok":
             notes.append(f"expected: {r.expected[0]}")
+        if r.messages:
+            notes.append(f"{len(r.messages)} wrong message(s)")
         if r.problems:
             notes.append(f"{len(r.problems)} problem(s)")
         lines.append((r.backend, r.fault, str(r.n), str(r.sections), str(r.overlaps),
-                      str(r.stale_tokens),
+                      str(r.stale_tokens), _count(r.lost_checked), _count(r.lost_unchecked),
                       "-" if r.closest is None else f"{r.closest * 1000:.0f}",
                       f"{r.seconds:.0f}", r.verdict, "; ".join(notes)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
@@ -228,7 +348,7 @@ def table(rows):
     out.insert(1, "  ".join("-" * w for w in widths))
     for r in rows:
         where = f"  {r.backend} / {r.fault} / n={r.n}"
-        for text in r.problems:
+        for text in r.messages + r.problems:
             out.append(f"{where}: {text}")
         if r.verdict in ("FAIL", "xfail"):
             for text in r.examples[:3 if r.verdict == "FAIL" else 1]:
@@ -241,7 +361,10 @@ def table(rows):
     out.extend(totals(rows))
     out.append("closest: the latest a victim's child ended relative to its lease deadline as "
                "the server saw it (negative = before); stale: sections breaking a fencing-token "
-               "rule; see tests/chaos/checker.py.")
+               "rule; lost checked / unchecked: acknowledged increments missing from the final "
+               "value of the register that refuses writes with a token below the highest it has "
+               "seen / of the one that takes every write (- where n > 1); see "
+               "tests/chaos/checker.py.")
     return "\n".join(out)
 
 
@@ -260,6 +383,10 @@ def totals(rows):
                    f"{sum(r.unresolved for r in mine)} unresolved), "
                    f"{sum(r.stale_tokens for r in mine)} stale tokens, "
                    f"{sum(r.overruns for r in mine)} overruns, "
+                   f"lost updates {sum(r.lost_checked or 0 for r in mine)} checked, "
+                   f"{sum(r.lost_unchecked or 0 for r in mine)} unchecked "
+                   f"({sum(r.lost_unchecked or 0 for r in mine if r.losses_allowed)} allowed), "
+                   f"{sum(len(r.messages) for r in mine)} wrong messages, "
                    f"{sum(len(r.problems) for r in mine)} problems, "
                    f"{sum(r.seconds for r in mine):.0f} s: {counts}")
     return out

@@ -17,6 +17,12 @@ when the section ran its course and "stopped" when `lock` sent SIGTERM. A child 
 (SIGKILL) writes no end line: the LogWatcher notes the moment it finds the whole tree gone
 instead.
 
+With a register (register.py; the scenarios with n = 1), a section is also a read-modify-write:
+after its start line it reads both registers, and once its length has passed it writes each value
+read plus one, with its token, before its end line. So "done" means it wrote; a section stopped
+(SIGTERM) or killed writes nothing more. Its write comes right after its wait, where a pause that
+landed in the wait leaves it: a child not stopped by its lease deadline writes from a stale read.
+
 The section is a small Perl program: it starts in milliseconds, where Python takes tens, which is
 what lets a bench reach ten thousand sections in reasonable time.
 """
@@ -37,7 +43,7 @@ SECTION = r"""
 use strict;
 use POSIX ();
 use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
-my ($log, $seconds, $tag, $spawned) = @ARGV;
+my ($log, $seconds, $tag, $spawned, $register) = @ARGV;
 my $token = $ENV{LOCK_FENCING_TOKEN} // "-";
 my $lease = $ENV{LOCK_SESSION} || $ENV{LOCK_KEY} || "-";
 my $slot = "-";
@@ -52,15 +58,30 @@ if (!$ENV{LOCK_SESSION} && opendir(my $fds, "/proc/self/fd")) {
 }
 open(my $fh, ">>", $log) or die "chaos section: $log: $!\n";
 sub note { syswrite($fh, sprintf("%s %s %d %.6f %s\n", $_[0], $token, $$, clock_gettime(CLOCK_MONOTONIC), $_[1])) }
+my $store;
+sub ask {
+  syswrite($store, "$_[0]\n") or die "chaos section: register: $!\n";
+  my $answer = readline($store) // die "chaos section: register: no answer\n";
+  return split(" ", $answer);
+}
+if ($register ne "-") {
+  # Only here: Socket is the one module a section without a register does not load.
+  require Socket;
+  socket($store, Socket::PF_UNIX(), Socket::SOCK_STREAM(), 0)
+    && connect($store, Socket::pack_sockaddr_un($register))
+    or die "chaos section: register $register: $!\n";
+}
 my $helper = fork() // die "chaos section: fork: $!\n";
 if ($helper == 0) { exec("sleep", $seconds) or POSIX::_exit(127) }
 note("start", "$tag $helper $lease $spawned $slot");
 # lock stops the whole group with SIGTERM: the helper gets it too; the section is over once both
-# are gone. One end line only: a SIGTERM after the helper's end (lock told to stop just then)
-# changes nothing.
+# are gone, and writes nothing. One end line only: a SIGTERM after the helper's end (lock told to
+# stop just then) changes nothing.
 $SIG{TERM} = sub { $SIG{TERM} = "IGNORE"; waitpid($helper, 0); note("end", "$tag stopped"); exit 0 };
+my @read = $register ne "-" ? ask("R $token $$") : ();
 waitpid($helper, 0);
 $SIG{TERM} = "IGNORE";
+ask("W $token $$ " . ($read[0] + 1) . " " . ($read[1] + 1)) if @read;
 note("end", "$tag done");
 """
 
@@ -249,10 +270,12 @@ class Contenders:
     """M contenders looping on one prefix: each runs `lock <flags> <prefix> <section>` again as
     soon as the previous run ended, after a short random pause (`think`, which keeps the CPU load
     of the suite low; 0 in the bench). Failed runs are kept for the report. spawn() also starts
-    one-off runs (the victims) with flags of their own; stop() ends all of them."""
+    one-off runs (the victims) with flags of their own; stop() ends all of them. With `register`
+    (a RegisterStore's socket), every section also does its read-modify-write there."""
 
-    def __init__(self, lock_bin, flags, prefix, log, env, count, seed, think=0.0):
+    def __init__(self, lock_bin, flags, prefix, log, env, count, seed, think=0.0, register=None):
         self.lock_bin, self.flags, self.prefix, self.log, self.env = lock_bin, flags, prefix, log, env
+        self.register = register  # the register store's socket, or None
         self.count, self.think = count, think
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
@@ -268,7 +291,7 @@ class Contenders:
     def command(self, seconds, tag, flags=None, spawned=0.0):
         """flags replaces the contenders' own (a victim goes through the proxy)."""
         return [self.lock_bin, *(self.flags if flags is None else flags), self.prefix, PERL, "-e",
-                SECTION, self.log, f"{seconds:.4f}", tag, f"{spawned:.6f}"]
+                SECTION, self.log, f"{seconds:.4f}", tag, f"{spawned:.6f}", self.register or "-"]
 
     def start(self):
         for i in range(self.count):

@@ -7,6 +7,13 @@ states what the victim must do: ride it out ("survive": its section runs its cou
 hold in time ("stop": the checker then holds its end against the lease expiry), refuse a bad reply
 at acquisition ("refuse": exit 1, one line, no child), or nothing beyond safety (None).
 
+Pauses beyond the TTL: of lock alone, or of lock and its child's process group, its watchdog keeps
+the deadline, so these are "stop" faults like any other; of the whole client (lock, its watchdog
+and the child's group), nothing on the machine can act, and the overlap is allowed. With n = 1
+the sections also share a register (register.py) where they read, wait and write back plus one,
+carrying their fencing token: the whole client's pause is where the register without the token
+check loses updates and the one with it must not.
+
 TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd and ZooKeeper
 10s, -kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the others run
 at short TTLs (Consul 10s, its shortest; etcd and ZooKeeper 5s with -kill-after 1s), so that a
@@ -35,6 +42,7 @@ from etcd_server import EtcdServer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fixture import ConsulDouble  # noqa: E402
 from harness import LOCK, SLOW  # noqa: E402
+from register import RegisterStore  # noqa: E402
 from zk_frames import UpstreamFrames, zk_created_path  # noqa: E402
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # noqa: E402
 
@@ -466,6 +474,8 @@ class Fault:
     n2: bool = False          # worth running with -n 2 too (the semaphore's own paths)
     http: bool = False        # HTTP replies (a status, a body): Consul and etcd, not ZooKeeper
     only: tuple = ()          # for these backends alone (when not empty)
+    ends_in_pause: bool = False  # the victim's section ends within the pause (_pause_beyond_ttl)
+    says: str | None = None   # how the victim's one line of stderr must begin
 
 
 def _kill_lock(run, v):
@@ -484,18 +494,91 @@ def _stop_lock(seconds):
     return inject
 
 
-def _stop_lock_beyond_ttl(run, v):
-    """Pauses lock until its lease has surely expired and someone else has taken over; a paused
-    lock cannot stop anything, so the overlap this makes is the allowed one. Once it runs again,
-    its deadline is long past and the child must go at once."""
-    run.allowed.add(v.section.pid)
-    os.kill(v.proc.pid, signal.SIGSTOP)
+# How far past the TTL a pause "> TTL" lasts at least: the lease expires, and another holder
+# takes over (the pause goes on until one has, see _pause_beyond_ttl).
+BEYOND_TTL = 1.5
+
+
+def _watchdog_of(lock_pid):
+    """lock's watchdog: its child named lock-watchdog (the companion lock-net or lock-zookeeper
+    runs in lock's own pid, so lock's children are the watchdog's and nothing else's)."""
     try:
-        time.sleep(run.ttl + 1.5)  # the length of the fault: past the expiry, and a take-over
-    finally:
-        os.kill(v.proc.pid, signal.SIGCONT)
-    if not wait_until(lambda: v.section.end is not None, 3 * SLOW):
-        run.problem("lock did not stop its child within 3s of SIGCONT, its lease long expired")
+        tasks = os.listdir(f"/proc/{lock_pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{lock_pid}/task/{task}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for child in children:
+            try:
+                with open(f"/proc/{child}/comm") as f:
+                    if f.read().strip() == "lock-watchdog":
+                        return child
+            except OSError:
+                continue
+    return None
+
+
+def _pause_beyond_ttl(child=False, watchdog=False):
+    """SIGSTOP of the victim's lock beyond its TTL: alone, with its child's process group (the
+    child leads its own: pgid == its pid), or with that group and lock's watchdog, which is the
+    whole client machine paused. The pause lasts the TTL plus BEYOND_TTL, and on until a section
+    of someone else that began during the pause has ended: a take-over has written the register.
+    The victim's section was made to end within the pause (Fault.ends_in_pause), after its lease
+    deadline, so that a child still alive then writes from a read its successor has overwritten.
+
+    While the watchdog runs it keeps the deadline: the child must be dead by it (SIGKILL works on
+    a stopped process), and once continued, lock says the lock was lost and exits 1. A paused
+    machine cannot stop anything: its overlap is allowed, and the fencing token is all that
+    protects the register. The child's group is continued first, and the rest only once the child
+    has written and ended (or is gone): the order that lets a stale write land, as one already on
+    its way when the machine stopped would."""
+    def inject(run, v):
+        lock, pgid = v.proc.pid, v.section.pid
+        stopped = []
+        if watchdog:
+            dog = _watchdog_of(lock)
+            if dog is None:
+                run.problem(f"{v.tag}: no lock-watchdog among lock's children: "
+                            f"{run.crowd.snapshot()}")
+                return
+            run.allowed.add(v.section.pid)
+            stopped.append(("watchdog", lambda sig, pid=dog: os.kill(pid, sig)))
+        stopped.append(("lock", lambda sig: os.kill(lock, sig)))
+        if child:
+            stopped.append(("the child's group", lambda sig: os.killpg(pgid, sig)))
+        began = time.monotonic()
+        try:
+            # The watchdog first: it sees nothing of the others' stops.
+            for _, send in stopped:
+                send(signal.SIGSTOP)
+            time.sleep(run.ttl + BEYOND_TTL)  # the length of the fault, at least
+            limit = (2 * run.ttl + 30) * SLOW
+            if not run.watcher.wait(lambda ss: any(s.tag != v.tag and s.start > began
+                                                   and s.how == "done" for s in ss), limit):
+                run.problem(f"nobody took over within {run.ttl + BEYOND_TTL + limit:.0f}s of "
+                            f"{v.tag}'s pause")
+        finally:
+            for what, send in reversed(stopped):
+                if what == "the child's group":
+                    # Killed in time, its pid may be anyone's by now.
+                    if v.section.end is None:
+                        try:
+                            send(signal.SIGCONT)
+                        except ProcessLookupError:
+                            pass
+                        run.watcher.wait(lambda ss: v.section.end is not None, 5 * SLOW)
+                else:
+                    send(signal.SIGCONT)
+        if not watchdog and not wait_until(lambda: v.section.end is not None, 3 * SLOW):
+            run.problem("lock did not stop its child within 3s of SIGCONT, its lease long expired")
+        if watchdog and run.register and not run.register.refused(v.section.pid):
+            run.problem(f"{v.tag}'s child made no stale write after the pause (it ended "
+                        f"{v.section.how}): the register was not put to the test")
+    return inject
 
 
 def _pause_server(seconds):
@@ -698,7 +781,15 @@ FAULTS = [
     Fault("none", None, None, short=False, local=True, n2=True),
     Fault("kill -9 lock", _kill_lock, None, local=True, n2=True),
     Fault("SIGSTOP lock 2s", _stop_lock(2.0), "survive", 2.0, short=False, local=True),
-    Fault("SIGSTOP lock > TTL", _stop_lock_beyond_ttl, None, n2=True),
+    # Its watchdog keeps the deadline: the child dies by it however long lock stays stopped.
+    Fault("SIGSTOP lock > TTL", _pause_beyond_ttl(), "stop", n2=True, ends_in_pause=True,
+          says="lock: lock lost: "),
+    Fault("SIGSTOP lock + child group > TTL", _pause_beyond_ttl(child=True), "stop",
+          ends_in_pause=True, says="lock: lock lost: "),
+    # The whole client machine paused: nothing on it can act, the server hands the lock on, and
+    # only the fencing token keeps the register right (the unchecked one loses updates).
+    Fault("SIGSTOP whole client > TTL", _pause_beyond_ttl(child=True, watchdog=True), None,
+          ends_in_pause=True),
     Fault("SIGSTOP server 2.5s", _pause_server(2.5), "survive", 2.5, short=False,
           touches_server=True),
     Fault("SIGSTOP server > TTL", _pause_server_beyond_ttl, "stop", server_wide=True,
@@ -762,11 +853,13 @@ class Scenario:
         self.row = Row(backend.name, fault.name, n,
                        expected=expected_failure(backend.name, fault.name, n))
         self.windows = []     # (from, to) monotonic: the server renewed nothing then
-        self.allowed = set()  # pids of children whose lock was paused beyond the TTL
+        self.allowed = set()  # pids of children whose overlap is excused (checker.py)
         self.expect = {}      # victim's child pid -> "survive", "stop" or None
         self.deadlines = {}   # child pid -> lease deadline as the server saw it
         self.lost_slots = {}  # "dev:ino" of a slot file removed under its holder -> (when, fd)
         self.proxy = None
+        self.ending_at = None  # when the harness began stopping every lock
+        self.register = None   # the RegisterStore, with n = 1
         self.outcomes = {}    # what the victims did after a fault at acquisition -> how many times
 
     def problem(self, text):
@@ -785,28 +878,33 @@ class Scenario:
         common = ["-n", str(self.n), "-shell=false"]
         target = self.backend.target()
         make_proxy = getattr(self.backend, "make_proxy", FaultProxy)
-        with make_proxy(*target) if target else _Nothing() as proxy:
-            self.proxy = proxy
-            self.watcher = LogWatcher(log)
-            self.watcher.start()
-            self.crowd = Contenders(self.lock, self.backend.flags(short=self.fault.short) + common,
-                                    f"chaos/{slug}-n{self.n}", log, self.env(), self.count,
-                                    self.seed, self.think)
-            self.victim_flags = self.backend.flags(
-                self.backend.victim_address(proxy) if proxy else None, self.fault.short) + common
-            ending_at = None
+        # A register for mutual exclusion only: with n > 1, holders share it by design. Its
+        # socket lives in a directory of its own, short enough for a unix socket's path.
+        register = registers = None
+        if self.n == 1:
+            register_dir = tempfile.mkdtemp(prefix="lock-chaos-register-")
             try:
-                self.crowd.start()
-                self.cycles()
-            finally:
-                if proxy:
-                    proxy.set_mode("pass")
-                ending_at = time.monotonic()
-                for tag in self.crowd.stop(15 * SLOW):
-                    self.problem(f"{tag}'s lock did not exit within {15 * SLOW:.0f}s of SIGTERM")
-                if not self.watcher.wait(lambda ss: not self.watcher.open_sections(), 10 * SLOW):
-                    self.problem("children still running after every lock was stopped")
-                self.watcher.stop()
+                register = self.register = RegisterStore(os.path.join(register_dir, "register"))
+            except OSError:
+                shutil.rmtree(register_dir, ignore_errors=True)
+                raise
+        try:
+            with make_proxy(*target) if target else _Nothing() as proxy:
+                self.proxy = proxy
+                self.watcher = LogWatcher(log)
+                self.watcher.start()
+                self.crowd = Contenders(self.lock,
+                                        self.backend.flags(short=self.fault.short) + common,
+                                        f"chaos/{slug}-n{self.n}", log, self.env(), self.count,
+                                        self.seed, self.think,
+                                        register=register.path if register else None)
+                self.contend(proxy, common)
+        finally:
+            if register:
+                registers = register.stop()
+                shutil.rmtree(register_dir, ignore_errors=True)
+                for line in register.errors:
+                    self.problem(f"malformed register request {line!r}")
         for line in self.watcher.malformed:
             self.problem(f"malformed log line {line!r}")
         if hasattr(self.backend, "leftovers"):
@@ -831,9 +929,27 @@ class Scenario:
                 f"{what} {count}x" for what, count in sorted(self.outcomes.items())))
         self.excuse_lost_slots()
         check(self.row, self.watcher.sections, self.deadlines, self.allowed, self.expect,
-              ending_at, self.fault.server_wide)
+              self.ending_at, self.fault.server_wide, registers)
         self.row.seconds = time.monotonic() - began
         return self.row
+
+    def contend(self, proxy, common):
+        """The contenders and the faults, until the quota is met; then every lock stopped (from
+        self.ending_at on)."""
+        self.victim_flags = self.backend.flags(
+            self.backend.victim_address(proxy) if proxy else None, self.fault.short) + common
+        try:
+            self.crowd.start()
+            self.cycles()
+        finally:
+            if proxy:
+                proxy.set_mode("pass")
+            self.ending_at = time.monotonic()
+            for tag in self.crowd.stop(15 * SLOW):
+                self.problem(f"{tag}'s lock did not exit within {15 * SLOW:.0f}s of SIGTERM")
+            if not self.watcher.wait(lambda ss: not self.watcher.open_sections(), 10 * SLOW):
+                self.problem("children still running after every lock was stopped")
+            self.watcher.stop()
 
     def excuse_lost_slots(self):
         """A section that held a slot file removed under it (README.md: the path check notices
@@ -900,9 +1016,15 @@ class Scenario:
 
     def victim_cycle(self, i):
         settle = self.backend.settle
-        # A victim that must lose its hold gets a section too long to end by itself.
-        seconds = 120 if self.fault.expect == "stop" or self.fault.name.endswith("> TTL") \
-            else settle + self.fault.length + 1.5
+        # A victim that must lose its hold gets a section too long to end by itself; one paused
+        # beyond its TTL, a section that ends half a second before the pause does, long after
+        # its lease deadline, so that a child still alive then writes from a stale read.
+        if self.fault.ends_in_pause:
+            seconds = settle + self.ttl + BEYOND_TTL - 0.5
+        elif self.fault.expect == "stop" or self.fault.name.endswith("> TTL"):
+            seconds = 120
+        else:
+            seconds = settle + self.fault.length + 1.5
         self.crowd.hold_off()  # the victim's turn comes once the runs already queued are done
         try:
             v = self.start_victim(i, seconds)
@@ -935,11 +1057,13 @@ class Scenario:
         if self.fault.expect == "survive" and code != 0:
             self.problem(f"{v.tag}'s lock exited {code} though the fault should be ridden out: "
                          f"{said[-1:] or '(nothing)'}")
-        if self.fault.expect == "stop":
-            if code != 1:
-                self.problem(f"{v.tag}'s lock exited {code} after losing its hold")
-            if i == 0:
-                self.row.notes.append(f"victim said {said[-1][:400] if said else '(nothing)'!r}")
+        if self.fault.expect == "stop" and code != 1:
+            self.problem(f"{v.tag}'s lock exited {code} after losing its hold")
+        if i == 0 and (self.fault.expect == "stop" or self.fault.ends_in_pause):
+            self.row.notes.append(f"victim said {said[-1][:400] if said else '(nothing)'!r}")
+        if self.fault.says and (len(said) != 1 or not said[0].startswith(self.fault.says)):
+            self.row.messages.append(f"{v.tag}'s lock should have said one line beginning "
+                                     f"{self.fault.says!r}; it said {err.strip()[:400]!r}")
         if len(said) > 3 or any(w in err for w in ("what()", "terminate called", "Sanitizer")):
             self.problem(f"{v.tag} said too much or crashed: {err.strip()[:300]!r}")
 

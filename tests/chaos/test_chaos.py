@@ -6,7 +6,8 @@ full-size run is bench/chaos.sh. ZooKeeper needs Java, Debian's zookeeper and py
 (scripts/install-deps.sh); without them its rows are left out, and the pass says so.
 
 It fails on any row that fails (an overlap, a stale fencing token, a child outliving its lease,
-a false loss, a hang, a bad message), and prints the table either way. Rows listed in
+an update lost from the register, a false loss, a hang, a bad message), and prints the table
+either way. Rows listed in
 scenarios.EXPECTED_FAILURES (known faults of lock, reported) print as xfail and do not fail it.
 """
 

@@ -1,5 +1,6 @@
 """The checker can fail: synthetic logs, in the very format the sections write, with an overlap,
-a token going backwards, a child outliving its lease, a false loss, and clean ones."""
+a token going backwards, a child outliving its lease, a false loss, updates lost from the
+register (histories replayed through register.Registers, the store's own logic), and clean ones."""
 
 import os
 import sys
@@ -8,6 +9,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checker import Row, check, table  # noqa: E402
 from contenders import Section, read_log  # noqa: E402
+from register import Registers  # noqa: E402
 
 
 def log(*events):
@@ -22,6 +24,18 @@ def log(*events):
         else:
             lines.append(f"end {token} {pid} {at:.6f} {tag} {extra[0] if extra else 'done'}")
     return "\n".join(lines) + "\n"
+
+
+def history(*ops):
+    """The registers after ops: ("R", pid, token) reads both, ("W", pid, token) writes what that
+    pid read plus one, as a section does."""
+    registers, read = Registers(), {}
+    for op, pid, token in ops:
+        if op == "R":
+            read[pid] = [int(v) for v in registers.request(f"R {token} {pid}").split()]
+        else:
+            registers.request(f"W {token} {pid} {read[pid][0] + 1} {read[pid][1] + 1}")
+    return registers.logs()
 
 
 def judge(text, n=1, **kw):
@@ -190,6 +204,100 @@ class CheckerTest(unittest.TestCase):
         self.assertIn("verdict", text.splitlines()[0])
         self.assertEqual(sum(line.startswith("total ") for line in text.splitlines()), 2)
         self.assertIn("total local: 1 scenarios, 3 sections, 0 overlaps", text)
+
+    # ---- the register --------------------------------------------------------------------------
+
+    # Three sections of CLEAN, each reading what the one before wrote.
+    SERIAL = (("R", 100, 5), ("W", 100, 5), ("R", 101, 6), ("W", 101, 6), ("R", 102, 9),
+              ("W", 102, 9))
+
+    def test_serial_read_modify_writes_lose_nothing(self):
+        logs = history(*self.SERIAL)
+        self.assertEqual((logs["checked"].final, logs["unchecked"].final), (3, 3))
+        row = judge(CLEAN, registers=logs)
+        self.assertEqual((row.lost_checked, row.lost_unchecked, row.refused, row.verdict),
+                         (0, 0, 0, "ok"))
+
+    # The whole client paused: the victim (token 5) read 0, two successors (6, 7) each read and
+    # wrote, then the victim wrote 1 from its stale read. Their sections overlap the victim's.
+    STALE = (("R", 100, 5), ("R", 101, 6), ("W", 101, 6), ("R", 102, 7), ("W", 102, 7),
+             ("W", 100, 5))
+    STALE_LOG = log(("start", "victim0", 100, 5, 1.0), ("start", "c1", 101, 6, 6.0),
+                    ("end", "c1", 101, 6, 6.1), ("start", "c2", 102, 7, 6.2),
+                    ("end", "c2", 102, 7, 6.3), ("end", "victim0", 100, 5, 7.0))
+
+    def test_a_stale_write_loses_updates_only_without_the_token_check(self):
+        logs = history(*self.STALE)
+        # Unchecked: 3 acknowledged, final 1 (the victim's 0 + 1 over c2's 2): 2 lost.
+        self.assertEqual((logs["unchecked"].acknowledged, logs["unchecked"].final,
+                          logs["unchecked"].lost), (3, 1, 2))
+        # Checked: the victim's write is refused (token 5 below 7): nothing lost.
+        self.assertEqual((logs["checked"].acknowledged, logs["checked"].final,
+                          logs["checked"].lost, logs["checked"].refused), (2, 2, 0, 1))
+
+    def test_unchecked_losses_fail_a_row_where_no_overlap_is_allowed(self):
+        row = judge(CLEAN, registers=history(*self.STALE))
+        self.assertEqual((row.lost_unchecked, row.lost_updates, row.verdict), (2, 2, "FAIL"))
+        self.assertIn("lost_updates", row.kinds())
+        self.assertIn("erasing the 2 update(s)", row.examples[0])
+
+    def test_unchecked_losses_are_allowed_where_the_overlap_is(self):
+        row = judge(self.STALE_LOG, allowed={100}, deadlines={100: 5.0}, expect={100: None},
+                    registers=history(*self.STALE))
+        self.assertEqual((row.overlaps, row.allowed_overlaps, row.lost_checked,
+                          row.lost_unchecked, row.lost_updates, row.refused, row.verdict),
+                         (0, 2, 0, 2, 0, 1, "ok"))
+        self.assertTrue(any("erasing the 2 update(s)" in note for note in row.notes))
+
+    def test_a_checked_loss_fails_even_where_the_overlap_is_allowed(self):
+        # A store that fenced writes alone would take the victim's write here: it comes after
+        # c1's read (token 6) but before c1's write. The token on reads is what refuses it.
+        ops = (("R", 100, 5), ("R", 101, 6), ("W", 100, 5), ("W", 101, 6))
+        self.assertEqual(history(*ops)["checked"].lost, 0)
+        logs = history(*ops)
+        logs["checked"] = logs["unchecked"]  # as if the checked register had taken every write
+        row = judge(self.STALE_LOG, allowed={100}, deadlines={100: 5.0}, expect={100: None},
+                    registers=logs)
+        self.assertEqual((row.lost_checked, row.verdict), (1, "FAIL"))
+
+    def test_a_restoring_write_leaves_the_stale_writers_own_increment_lost(self):
+        # c1 read before the victim's stale write and wrote after it: the 2 updates the victim
+        # erased come back, its own is gone (as a set would lose its element).
+        ops = (("R", 100, 5), ("R", 101, 6), ("W", 101, 6), ("R", 102, 7), ("W", 102, 7),
+               ("R", 103, 8), ("W", 100, 5), ("W", 103, 8))
+        logs = history(*ops)
+        self.assertEqual((logs["unchecked"].acknowledged, logs["unchecked"].final,
+                          logs["unchecked"].lost), (4, 3, 1))
+        self.assertEqual([w.erased for w in logs["unchecked"].writes], [0, 0, 2, -1])
+
+    def test_no_token_means_no_write_to_the_checked_register(self):
+        logs = history(("R", 100, "-"), ("W", 100, "-"))
+        self.assertEqual((logs["checked"].final, logs["checked"].refused,
+                          logs["unchecked"].final), (0, 1, 1))
+
+    def test_a_section_done_without_its_write_is_a_problem(self):
+        row = judge(CLEAN, registers=history(*self.SERIAL[:4]))
+        self.assertEqual(row.verdict, "FAIL")
+        self.assertIn("without writing the register", row.problems[0])
+
+    def test_table_shows_lost_updates_per_register(self):
+        with_register = judge(CLEAN, registers=history(*self.SERIAL))
+        without = check(Row("etcd", "none", 2), read_log(CLEAN)[0])
+        lines = table([with_register, without]).splitlines()
+        self.assertIn("lost checked", lines[0])
+        self.assertIn("lost unchecked", lines[0])
+        # backend, fault, n, sections, overlaps, stale, then the two registers' losses
+        self.assertEqual(lines[2].split()[6:8], ["0", "0"])
+        self.assertEqual(lines[3].split()[6:8], ["-", "-"])  # n = 2: no register
+        self.assertIn("lost updates 0 checked, 0 unchecked (0 allowed)", table([with_register]))
+
+    def test_a_wrong_message_is_a_kind_of_its_own(self):
+        sections, _ = read_log(CLEAN)
+        row = check(Row("t", "f", 1, expected=("messages", "known")), sections)
+        row.messages.append("said two lines")
+        self.assertEqual((row.verdict, row.failed), ("xfail", False))
+        row.problems.append("something else")
+        self.assertEqual((row.verdict, row.failed), ("FAIL", True))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,18 @@ LOCK = os.environ.get("LOCK_BIN") or os.path.join(
 # Under the sanitizers every start is slower; bounds on behaviour scale with it.
 SLOW = 3.0 if "asan" in os.path.basename(LOCK) else 1.0
 
+# A shell command that forks, leaves the session, forks again and closes every descriptor, as daemon(3) does, and
+# ignores SIGTERM; it writes its pid to the file named after it.
+DAEMONIZE = ("python3 -c 'import os, signal, sys, time\n"
+             "if os.fork(): sys.exit(0)\n"
+             "os.setsid()\n"
+             "if os.fork(): os._exit(0)\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+             "open(sys.argv[1] + \".tmp\", \"w\").write(str(os.getpid()) + \"\\n\")\n"
+             "os.rename(sys.argv[1] + \".tmp\", sys.argv[1])\n"
+             "os.closerange(0, 65536)\n"
+             "while True: time.sleep(0.05)'")
+
 
 def wait_for(condition, timeout=10.0, what="condition"):
     """Polls `condition` until it returns something truthy; fails the test at the deadline."""
@@ -196,7 +208,7 @@ def send(proc, sig):
     os.kill(proc.pid, sig)
 
 
-__all__ = ["LOCK", "SLOW", "LockTestCase", "wait_for", "peak_rss", "pid_alive", "read_file", "send", "signal",
+__all__ = ["DAEMONIZE", "LOCK", "SLOW", "LockTestCase", "wait_for", "peak_rss", "pid_alive", "read_file", "send", "signal",
            "prefixes_left"]
 
 

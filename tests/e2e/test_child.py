@@ -98,7 +98,8 @@ class EnvironmentTest(ChildTestCase):
 
     def test_lock_key_is_the_held_slot_file(self):
         # The child's parent is lock's watchdog, whose parent is lock.
-        out = self.ok("p", 'test -f "$LOCK_KEY" && echo "$LOCK_FENCING_TOKEN $(ps -o ppid= $PPID)" && '
+        out = self.ok("p", 'test -f "$LOCK_KEY" && '
+                           'echo "$LOCK_FENCING_TOKEN $(awk \'{print $4}\' /proc/$PPID/stat)" && '
                            'cat "$LOCK_KEY"')
         first, record = out.split("\n", 1)
         token, lock_pid = first.split()
@@ -187,7 +188,8 @@ class ProcessGroupTest(ChildTestCase):
         # The child's parent is lock's watchdog, in a group of its own; the watchdog's is lock.
         p = self.start_lock("p", f"cat /proc/$$/stat > {self.path('child')}; "
                                  f"cat /proc/$PPID/stat > {self.path('watchdog')}; "
-                                 f"cat /proc/$(ps -o ppid= $PPID)/stat > {self.path('lock')}")
+                                 f"cat /proc/$(awk '{{print $4}}' /proc/$PPID/stat)/stat "
+                                 f"> {self.path('lock')}")
         self.assertEqual(self.finish(p)[0], 0)
         child, watchdog, lock = (read_file(self.path(name)) for name in ("child", "watchdog", "lock"))
         child_pid = int(child.split()[0])

@@ -8,26 +8,15 @@ import subprocess
 import time
 import unittest
 
-from harness import (LOCK, SLOW, LockTestCase, all_children_of, children_of, group_members,
-                     pid_alive, proc_stat, read_file, send, wait_for, watchdogs_of, watchdogs_with)
+from harness import (DAEMONIZE, LOCK, SLOW, LockTestCase, all_children_of, children_of,
+                     group_members, pid_alive, proc_stat, read_file, send, wait_for, watchdogs_of,
+                     watchdogs_with)
 
 STOP_SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM]
 PASSED_SIGNALS = [signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGALRM]
 
 # The sleeps get the group's signals too; the shell's report of them ("Terminated") is not ours.
 LOOP = "while :; do sleep 0.05; done 2>/dev/null"
-
-# Forks, leaves the session, forks again and closes every descriptor, as daemon(3) does, and
-# ignores SIGTERM; writes its pid to the file it is given.
-DAEMONIZE = ("python3 -c 'import os, signal, sys, time\n"
-             "if os.fork(): sys.exit(0)\n"
-             "os.setsid()\n"
-             "if os.fork(): os._exit(0)\n"
-             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-             "open(sys.argv[1] + \".tmp\", \"w\").write(str(os.getpid()) + \"\\n\")\n"
-             "os.rename(sys.argv[1] + \".tmp\", sys.argv[1])\n"
-             "os.closerange(0, 65536)\n"
-             "while True: time.sleep(0.05)'")
 
 # Runs lock with an empty file system over /proc, seen by lock alone (its own mount namespace).
 HIDE_PROC = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh"]

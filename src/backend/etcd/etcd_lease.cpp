@@ -71,7 +71,9 @@ void EtcdLease::revoke(Deadline budget) {
   keeper_->stop_soon();
   std::optional<std::string> failure = send_revoke(budget);
   keeper_->stop();
-  if (failure)
+  if (failure && keeper_->may_be_gone())  // the hold was lost: the lease may be gone already
+    verbose("{}", *failure);
+  else if (failure)
     fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n", *failure,
                id_, format_go_duration(ttl_));
 }

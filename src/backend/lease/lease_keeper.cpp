@@ -50,6 +50,11 @@ std::optional<std::string> LeaseKeeper::reason() const {
   return reason_;
 }
 
+bool LeaseKeeper::may_be_gone() const {
+  std::lock_guard lock(mutex_);
+  return reason_ || Clock::now() >= schedule_.dead_by();
+}
+
 void LeaseKeeper::publish_deadline(std::function<void(Clock::time_point)> publish) {
   std::lock_guard lock(mutex_);
   publish_ = std::move(publish);

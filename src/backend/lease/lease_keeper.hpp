@@ -48,6 +48,9 @@ class LeaseKeeper {
   std::optional<std::string> reason() const;
   // Declares the hold lost (from any thread), e.g. when a watch sees our key deleted.
   void lose(const std::string& why);
+  // Whether the server may have let the lease go already: it is lost, or its deadline passed.
+  // Then a release that cannot reach the server has nothing left to warn of.
+  bool may_be_gone() const;
   // Calls `publish` with the lease-safe deadline now and after every acknowledged renewal.
   void publish_deadline(std::function<void(Clock::time_point dead_by)> publish);
   void stop_soon();  // no more renewals; returns at once

@@ -84,8 +84,11 @@ void ZkLease::end(const std::string& path) {
   try {
     if (!path.empty()) session_->remove(path, kReleaseBudget);
   } catch (const ZkUnreachable& e) {
-    fmt::print(stderr, "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
-               e.what(), session_->negotiated_timeout().count());
+    if (keeper_->may_be_gone())  // the hold was lost: the session may be gone, and the node with it
+      verbose("{}", e.what());
+    else
+      fmt::print(stderr, "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
+                 e.what(), session_->negotiated_timeout().count());
     // Closing would wait for the same server again. The process is about to exit: the session is
     // left to expire, and kept reachable so that no leak checker counts it.
     abandoned = session_.release();
