@@ -9,6 +9,8 @@ packages="$packages etcd-server etcd-client"
 # The ZooKeeper backend builds on the C client; its tests run a real ZooKeeper, Apache Curator's
 # lock recipes (compiled with the JDK) beside lock, and kazoo to look at the tree.
 packages="$packages zookeeper libzookeeper-mt-dev libcurator-recipes-java default-jdk-headless python3-kazoo"
+# tests/chaos/test_partition.py puts servers and clients in network namespaces (ip netns, ss).
+packages="$packages iproute2"
 # The fuzz targets of tests/fuzz: libFuzzer comes with clang.
 packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The benchmark's peers (flock is in util-linux), and GNU time for their peak memory.

@@ -30,29 +30,40 @@ RunResult Supervisor::run(const ChildStart& start) {
   Foreground foreground(start.on_terminal);
   foreground_ = &foreground;
   hold_.publish_deadline([this](Clock::time_point dead_by) { watchdog_.publish(dead_by); });
+  if (start_child(start)) supervise();
+  return result_;
+}
+
+// False when the child never runs and nothing of it is left to wait for.
+bool Supervisor::start_child(const ChildStart& start) {
   bool take_terminal = start.on_terminal && Foreground::available();
   // Waiting for the child's exec costs lock a wake-up; only systemd's READY=1, the terminal and
   // -verbose need to know of it before it ends.
   bool wait = static_cast<bool>(systemd_) || start.on_terminal || verbose_enabled();
   auto spawned = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
-  child_running_ = true;
   if (!spawned) {
-    child_running_ = false;
     result_.not_run = fmt::format("lock's watchdog (pid {}) is gone, and without it the child would "
                                   "outlive a killed lock", watchdog_.pid());
     kill_orphans();  // had it started the child before it died, the child died with it
-  } else if (spawned->pid < 0) {
-    return refused();
-  } else if (spawned->pid > 0) {
-    child_ = spawned->pid;
-    foreground.set_child(child_);
-    verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
-    if (spawned->exec_error)
-      result_.exec_error = spawned->exec_error;
-    else
-      systemd_.ready();  // the child runs: what dependants of the unit wait for
+    return true;
   }
+  if (spawned->pid < 0) {
+    refused();
+    return false;
+  }
+  child_running_ = true;
+  if (spawned->pid == 0) return true;  // not waited for: its pid comes with its end
+  child_ = spawned->pid;
+  foreground_->set_child(child_);
+  verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
+  if (spawned->exec_error)
+    result_.exec_error = spawned->exec_error;
+  else
+    systemd_.ready();  // the child runs: what dependants of the unit wait for
+  return true;
+}
 
+void Supervisor::supervise() {
   bool watching_loss = hold_.loss_fd() >= 0;
   while (!tree_gone_) {
     // A descriptor of -1 is skipped by poll.
@@ -76,7 +87,6 @@ RunResult Supervisor::run(const ChildStart& start) {
     if (orphans_ && !tree_gone_ && orphans_->next_scan().passed()) orphans_->scan_slice();
   }
   verbose("the child tree is gone");
-  return result_;
 }
 
 void Supervisor::take_reports() {
@@ -169,12 +179,11 @@ void Supervisor::on_stopped(int sig) {
 }
 
 // A stopped or starved lock asked for the child once its lease's stop was due.
-RunResult Supervisor::refused() {
+void Supervisor::refused() {
   child_running_ = false;
   result_.lost = hold_.check_loss().value_or(
       "the lease's deadline came before the child could start (was lock stopped or starved?)");
   result_.not_run = "the lock was lost first";
-  return result_;
 }
 
 void Supervisor::on_exited(const ReportMessage& report) {

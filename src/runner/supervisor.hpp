@@ -47,6 +47,8 @@ class Supervisor {
   RunResult run(const ChildStart& start);
 
  private:
+  bool start_child(const ChildStart& start);
+  void supervise();
   void on_signal(int sig);
   void on_loss();
   void lose(const std::string& why);
@@ -55,7 +57,7 @@ class Supervisor {
   std::string deadline_passed();
   void on_stopped(int sig);
   void on_exited(const watchdog::ReportMessage& report);
-  RunResult refused();
+  void refused();
   void on_watchdog_died();
   void kill_orphans();
   void reap();
