@@ -29,7 +29,10 @@ RunResult Supervisor::run(const ChildStart& start) {
   // Also when started in the background: a later fg hands the terminal over (see suspend()).
   Foreground foreground(start.on_terminal);
   foreground_ = &foreground;
-  hold_.publish_deadline([this](Clock::time_point dead_by) { watchdog_.publish(dead_by); });
+  // From the lease keeper's thread, until the hold is released: after this object has gone, but
+  // never after the watchdog's handle has.
+  Watchdog& watchdog = watchdog_;
+  hold_.publish_deadline([&watchdog](Clock::time_point dead_by) { watchdog.publish(dead_by); });
   if (start_child(start)) supervise();
   return result_;
 }

@@ -27,6 +27,25 @@ class BenchTest(unittest.TestCase):
         self.assertNotIn("Traceback", out)
         self.assertNotIn("\n!! ", out)  # the local benches' mark for failed runs or leftovers
 
+    def run_python(self, script, args, must_print):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), *args],
+                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"), timeout=300,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 0, out)
+        for text in must_print:
+            self.assertIn(text, out)
+        self.assertNotIn("Traceback", out)
+
+    def test_ab(self):
+        self.run_python("ab.py", ["--a", LOCK, "--b", LOCK, "--runs", "3", "--warmup", "1"],
+                        ["wall", "CPU", "B/A per pair"])
+
+    @unittest.skipUnless(shutil.which("etcd"), "needs etcd (etcd-server)")
+    def test_watchdog_probe(self):
+        self.run_python("watchdog_probe.py", ["--lock", LOCK, "--only", "local"],
+                        ["child daemonizes, lock killed", "overlap"])
+
     def test_local(self):
         self.bench("local.sh", ["== Summary", "contended acquisitions/s", "system calls"],
                    BENCH_REPS="3", BENCH_CONTENDERS="2", BENCH_ROUNDS="2", BENCH_SEM_ROUNDS="1",
