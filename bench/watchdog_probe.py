@@ -175,10 +175,13 @@ def main():
                 continue
             for lock in locks:
                 gone, started = probe(lock, servers[backend], flags, fault, seconds, work)
-                overlap = max(0.0, gone - started) if gone is not None and started else 0.0
-                show = lambda t: "-" if t is None else f"{t:8.2f}s"  # noqa: E731
-                print(f"{backend:10} {what:42} {os.path.relpath(lock):28} {show(gone):>9} "
-                      f"{show(started):>9} {overlap:7.2f}s", flush=True)
+                # A daemon still alive when the probe gave up ran at least that long.
+                last = f"{gone:.2f}s" if gone is not None else f">{seconds:.0f}s"
+                overlap = (gone if gone is not None else seconds) - started if started else 0.0
+                overlap = f"{'>' if gone is None and overlap > 0 else ''}{max(0.0, overlap):.2f}s"
+                first = f"{started:.2f}s" if started is not None else "-"
+                print(f"{backend:10} {what:42} {os.path.relpath(lock):28} {last:>9} {first:>9} "
+                      f"{overlap:>8}", flush=True)
 
 
 if __name__ == "__main__":
