@@ -82,7 +82,7 @@ Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask) {
   // vfork: the child borrows our memory until it execs, so starting it copies no page tables.
   // It runs only exec_child, which touches nothing but its arguments, exec_error and system calls.
   pid_t pid = vfork();
-  if (pid < 0) throw sys_error("cannot start the child");
+  if (pid < 0) return Spawned{-1, errno};  // as good as an exec that failed
   if (pid == 0) exec_child(spec, argv.data(), envp.data(), parent, &exec_error, mask);
 
   // With vfork we resume only once the child has exec'd (or failed to, and said why in

@@ -23,10 +23,10 @@ struct RunResult {
 };
 
 // Exit status of lock once the child ran (or could not) and the lock was released:
-//   1 if the hold was lost, the child was never started, or its watchdog died;
+//   1 if the hold was lost, or the watchdog died while the tree ran;
 //   with -preserve-status, the child's own status (128+N for signal N; 127 or 126, as a shell
 //   would say, when it could not be started);
-//   1 if the child could not be started (2 with -child-exit-code);
+//   1 if the child could not be started (2 with -child-exit-code), its watchdog gone included;
 //   with -child-exit-code, 2 when the child failed;
 //   otherwise 0, whatever the child's status, as `consul lock` does.
 // Every other error is an exception that main() turns into 1.

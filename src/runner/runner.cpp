@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <exception>
 
 #include "backend/make_backend.hpp"
 #include "cli/duration.hpp"
@@ -128,8 +129,18 @@ int run(const Options& o) {
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
-  RunResult result =
-      Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
+  RunResult result;
+  {
+    // Should the supervisor fail, the tree must be gone before the hold's destructor gives the
+    // lock up: the watchdog, told by its socket's closing, kills the tree and only then exits.
+    struct TreeFirst {
+      Watchdog& watchdog;
+      ~TreeFirst() {
+        if (std::uncaught_exceptions()) watchdog.end();
+      }
+    } tree_first{watchdog};
+    result = Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
+  }
   hold->release();
   verbose("released the lock");
 
@@ -141,8 +152,7 @@ int run(const Options& o) {
   else if (result.lost)
     fmt::print(stderr, "lock: lock lost: {}; the child {}\n", *result.lost,
                result.ended_unstopped ? "had ended by itself" : "was stopped");
-  else if (result.unguarded)
-    fmt::print(stderr, "lock: {}\n", *result.unguarded);
+  if (result.unguarded) fmt::print(stderr, "lock: {}\n", *result.unguarded);
   if (result.exec_error)
     fmt::print(stderr, "lock: cannot run {}: {}\n", argv.front(), std::strerror(result.exec_error));
   return exit_code(result, o);

@@ -6,7 +6,9 @@
 //         send time of the last acknowledged renewal + TTL - margin); never, without a lease.
 //   stop  at D - kill_after + lock's turn, unless the stop has begun: SIGTERM, then SIGCONT so
 //         that a stopped tree can act on it.
-//   kill  at min(the stop's start + kill_after, D): SIGKILL. The tree is dead by D.
+//   kill  at min(the stop's start + kill_after, D): SIGKILL, at D at the latest. (A process in
+//         uninterruptible sleep dies when it wakes; without /proc, one that left the child's group
+//         when a scan finds it: tree.hpp.)
 //
 // lock begins the stop itself at D - kill_after, when it runs, so that its message and systemd's
 // STOPPING=1 come before the child hears anything. The watchdog leaves it that turn (a tenth of

@@ -39,31 +39,48 @@ RunResult Supervisor::run(const ChildStart& start) {
 
 // False when the child never runs and nothing of it is left to wait for.
 bool Supervisor::start_child(const ChildStart& start) {
+  if (auto why = lost_already()) {  // lost between the acquisition and now
+    result_.lost = why;
+    result_.not_run = "the lock was lost first";
+    return false;
+  }
   bool take_terminal = start.on_terminal && Foreground::available();
   // Waiting for the child's exec costs lock a wake-up; only systemd's READY=1, the terminal and
   // -verbose need to know of it before it ends.
   bool wait = static_cast<bool>(systemd_) || start.on_terminal || verbose_enabled();
-  auto spawned = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
-  if (!spawned) {
-    result_.not_run = fmt::format("lock's watchdog (pid {}) is gone, and without it the child would "
-                                  "outlive a killed lock", watchdog_.pid());
-    kill_orphans();  // had it started the child before it died, the child died with it
-    return true;
-  }
-  if (spawned->pid < 0) {
-    refused();
-    return false;
+  Start started = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
+  switch (started.outcome) {
+    case Start::gone:
+      result_.not_run = fmt::format("lock's watchdog (pid {}) is gone, and without it the child "
+                                    "would outlive a killed lock", watchdog_.pid());
+      kill_orphans();  // had it started the child before it died, the child died with it
+      return true;
+    case Start::refused:
+      refused();
+      return false;
+    case Start::unconfirmed:
+      child_running_ = true;
+      return true;
+    case Start::started:
+      break;
   }
   child_running_ = true;
-  if (spawned->pid == 0) return true;  // not waited for: its pid comes with its end
-  child_ = spawned->pid;
+  child_ = started.child.pid;
   foreground_->set_child(child_);
   verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
-  if (spawned->exec_error)
-    result_.exec_error = spawned->exec_error;
+  if (started.child.exec_error)
+    result_.exec_error = started.child.exec_error;
   else
     systemd_.ready();  // the child runs: what dependants of the unit wait for
   return true;
+}
+
+// Only when the loss descriptor says so: the check itself may cost a look at the server's answer
+// or the lock file's path.
+std::optional<std::string> Supervisor::lost_already() {
+  pollfd loss{hold_.loss_fd(), POLLIN, 0};
+  if (loss.fd < 0 || poll(&loss, 1, 0) <= 0) return std::nullopt;
+  return hold_.check_loss();
 }
 
 void Supervisor::supervise() {
@@ -78,10 +95,10 @@ void Supervisor::supervise() {
     Deadline wake = orphans_ ? orphans_->next_scan() : Deadline::never();
     int n = ppoll(fds, 4, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
-    if (n > 0 && (fds[0].revents & POLLIN))
-      for (int sig : signals_.take()) on_signal(sig);
     // What the watchdog did comes first: after a long stop its account of it is the true one.
     if (n > 0 && fds[2].revents) take_reports();
+    if (n > 0 && (fds[0].revents & POLLIN))
+      for (int sig : signals_.take()) on_signal(sig);
     if (n > 0 && fds[1].revents) {
       on_loss();
       watching_loss = !result_.lost;
@@ -129,14 +146,8 @@ void Supervisor::on_report(const ReportMessage& report) {
       return signals_.handles(report.sig) ? on_signal(report.sig) : void();
     case Report::exited:
       return on_exited(report);
-    case Report::deadline: {
-      std::string why = deadline_passed();
-      result_.lost = why;
-      stopping_ = true;
-      verbose("lock lost: {}; the watchdog sent SIGTERM to the child tree", why);
-      if (child_running_) systemd_.stopping("stopping the child: lock lost: " + why);
-      return;
-    }
+    case Report::deadline:
+      return on_deadline();
     case Report::killing:
       killing_ = true;
       verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
@@ -159,15 +170,23 @@ void Supervisor::on_report(const ReportMessage& report) {
   }
 }
 
-// The watchdog took the stop over: we did not begin it in time ourselves. A lease that ran out
-// while we did not run (stopped, paused, starved) says so, whatever the keeper found on waking;
+// The watchdog took the stop over: we did not begin it in time ourselves.
+void Supervisor::on_deadline() {
+  std::string why = deadline_passed();
+  result_.lost = why;
+  stopping_ = true;
+  verbose("lock lost: {}; the watchdog sent SIGTERM to the child tree", why);
+  if (child_running_) systemd_.stopping("stopping the child: lock lost: " + why);
+}
+
+// A lease that ran out while we did not run says so, whatever the keeper found on waking;
 // otherwise the keeper may know why.
 std::string Supervisor::deadline_passed() {
   auto dead_by = watchdog_.published();
   auto now = Clock::now();
   if (dead_by && now > *dead_by)
     return fmt::format("the lease ran out {} ago without a confirmed renewal, while lock did not "
-                       "run (stopped, paused or starved)",
+                       "run (stopped, paused, starved, or the machine asleep)",
                        format_go_duration(std::chrono::round<std::chrono::milliseconds>(now - *dead_by)));
   return hold_.check_loss().value_or(
       "no renewal of the lease was confirmed in time, and it may expire soon; lock's watchdog "
@@ -207,14 +226,16 @@ void Supervisor::on_exited(const ReportMessage& report) {
 // It died before the tree did (killed by hand, or by the child): the child died with it, and
 // what is left of the tree is ours now. Killed at once: nothing would stop it if we died too.
 void Supervisor::on_watchdog_died() {
+  // Not reaped: its pid stays reserved, and cannot come back as one of the tree's that
+  // Tree::children() would take for foreign.
   siginfo_t info{};
-  waitid(P_PID, watchdog_.pid(), &info, WEXITED);
+  waitid(P_PID, watchdog_.pid(), &info, WEXITED | WNOWAIT);
   std::string how = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED
                         ? "was killed by " + signal_name(info.si_status)
                         : "ended";
-  result_.unguarded = fmt::format("lock's watchdog (pid {}) {} while the child ran; the child tree "
-                                  "was killed, since without the watchdog it would outlive a "
-                                  "killed lock", watchdog_.pid(), how);
+  result_.unguarded = fmt::format("lock's watchdog (pid {}) {}; the child tree was killed, since "
+                                  "without the watchdog it would outlive a killed lock",
+                                  watchdog_.pid(), how);
   verbose("{}", *result_.unguarded);
   systemd_.stopping("stopping the child: " + *result_.unguarded);
   kill_orphans();

@@ -48,12 +48,14 @@ class Supervisor {
 
  private:
   bool start_child(const ChildStart& start);
+  std::optional<std::string> lost_already();
   void supervise();
   void on_signal(int sig);
   void on_loss();
   void lose(const std::string& why);
   void take_reports();
   void on_report(const watchdog::ReportMessage& report);
+  void on_deadline();
   std::string deadline_passed();
   void on_stopped(int sig);
   void on_exited(const watchdog::ReportMessage& report);

@@ -28,8 +28,10 @@ Tree::Reaped Tree::reap() {
       siginfo_t info{};
       int flags = WEXITED | WSTOPPED | WNOHANG | (leader ? WNOWAIT : 0);
       if (waitid(P_PID, pid, &info, flags) < 0 || info.si_pid == 0) continue;
-      if (leader && info.si_code == CLD_STOPPED)
-        waitid(P_PID, pid, &info, WSTOPPED | WNOHANG);  // take the event
+      if (leader && info.si_code == CLD_STOPPED) {
+        siginfo_t taken{};  // its own: the leader may have gone on or died since
+        waitid(P_PID, pid, &taken, WSTOPPED | WNOHANG);
+      }
       if (leader) {
         on_leader(info, out);
       } else if (info.si_code != CLD_STOPPED) {
@@ -41,7 +43,7 @@ Tree::Reaped Tree::reap() {
   if (!leader_running_ && (pids->empty() || (pids->size() == 1 && pids->front() == leader_))) {
     siginfo_t info{};
     if (leader_ > 0) waitid(P_PID, leader_, &info, WEXITED | WNOHANG);
-    leader_reaped_ = true;
+    group_unusable_ = true;
     gone_ = true;  // a zombie leader has no live descendants: they were adopted by us
   }
   return out;
@@ -61,7 +63,7 @@ Tree::Reaped Tree::reap_any() {
     if (info.si_code != CLD_STOPPED) signalled_.erase(info.si_pid);
     if (info.si_pid != leader_) continue;
     on_leader(info, out);
-    leader_reaped_ = info.si_code != CLD_STOPPED;
+    group_unusable_ = group_unusable_ || info.si_code != CLD_STOPPED;
   }
 }
 
@@ -75,9 +77,9 @@ void Tree::on_leader(const siginfo_t& info, Reaped& out) {
 }
 
 // Once the leader is reaped (which only a reap without /proc does before the end), its group's
-// id may be reused: the group is left alone, and the scan finds what is left.
+// id may be reused: the group is left alone, and our children are signalled one by one.
 void Tree::signal_group(int sig) {
-  if (!leader_reaped_) ::kill(-leader_, sig);
+  if (!group_unusable_) ::kill(-leader_, sig);
 }
 
 void Tree::stop(int sig) {
@@ -110,7 +112,7 @@ void Tree::signal_escaped(bool new_round) {
 
 // Those in the group get its signal, while it may be signalled; after that, their own.
 void Tree::signal_escaped_one(pid_t pid) {
-  if (!leader_reaped_ && getpgid(pid) == leader_) return;
+  if (!group_unusable_ && getpgid(pid) == leader_) return;
   if (killing_) {
     ::kill(pid, SIGKILL);
   } else if (signalled_.insert(pid).second) {

@@ -24,7 +24,7 @@ class Tree {
   // reaped the leader already (or never started it: `leader` -1); then only our own children
   // are signalled.
   Tree(pid_t leader, std::set<pid_t> foreign, bool group_usable = true)
-      : leader_(leader), foreign_(std::move(foreign)), leader_reaped_(!group_usable) {}
+      : leader_(leader), foreign_(std::move(foreign)), group_unusable_(!group_usable) {}
   // The leader's end was learnt otherwise (from the reaper that died).
   void leader_ended() { leader_running_ = false; }
 
@@ -66,7 +66,8 @@ class Tree {
 
   pid_t leader_;
   std::set<pid_t> foreign_;
-  bool leader_reaped_;
+  // The group's id may no longer be the tree's: the leader was reaped (or never known).
+  bool group_unusable_;
   bool leader_running_ = true;
   bool gone_ = false;
   int stop_signal_ = 0;

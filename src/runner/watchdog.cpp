@@ -1,7 +1,9 @@
 #include "runner/watchdog.hpp"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -21,7 +23,7 @@ Watchdog::Watchdog(const WatchdogSetup& setup) {
   void* memory = mmap(nullptr, sizeof(watchdog::Shared), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) throw sys_error("cannot start the watchdog");
-  shared_ = new (memory) watchdog::Shared;
+  shared_.reset(new (memory) watchdog::Shared);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     throw sys_error("cannot start the watchdog");
@@ -35,9 +37,15 @@ Watchdog::Watchdog(const WatchdogSetup& setup) {
   }
 }
 
-Watchdog::~Watchdog() {
+Watchdog::~Watchdog() { socket_.reset(); }
+
+void Watchdog::Unmap::operator()(watchdog::Shared* shared) const { munmap(shared, sizeof *shared); }
+
+void Watchdog::end() {
   socket_.reset();
-  munmap(shared_, sizeof *shared_);
+  siginfo_t info{};
+  while (waitid(P_PID, pid_, &info, WEXITED) < 0 && errno == EINTR) {
+  }
 }
 
 void Watchdog::publish(Clock::time_point dead_by) {
@@ -50,19 +58,19 @@ std::optional<Clock::time_point> Watchdog::published() const {
   return Clock::time_point(Clock::duration(ns));
 }
 
-std::optional<Spawned> Watchdog::spawn(const EnvVars& env, const std::vector<int>& fds,
-                                       bool take_terminal, bool wait) {
+Start Watchdog::spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal,
+                      bool wait) {
   std::string environment;
   for (const auto& [key, value] : env) environment += key + "=" + value + '\0';
   watchdog::SpawnMessage head{{Command::spawn, take_terminal, wait, 0}, environment.size()};
-  if (!send_spawn(socket_.get(), head, environment, fds)) return std::nullopt;
-  if (!wait) return Spawned{0, 0};
+  if (!send_spawn(socket_.get(), head, environment, fds)) return {Start::gone, {}};
+  if (!wait) return {Start::unconfirmed, {}};
   while (auto r = take(/*wait=*/true)) {
-    if (r->report == Report::started) return Spawned{r->pid, r->error};
-    if (r->report == Report::refused) return Spawned{-1, 0};
+    if (r->report == Report::started) return {Start::started, {r->pid, r->error}};
+    if (r->report == Report::refused) return {Start::refused, {}};
     if (r->report == Report::gone) break;
   }
-  return std::nullopt;
+  return {Start::gone, {}};
 }
 
 void Watchdog::send(Command command, int sig) {
@@ -70,6 +78,7 @@ void Watchdog::send(Command command, int sig) {
   // A watchdog that is gone will say so by its end closing, which the supervisor also polls.
   while (::send(socket_.get(), &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
+  if (command == Command::stop) kill(pid_, SIGCONT);  // stopped by hand, it could not act
 }
 
 std::optional<ReportMessage> Watchdog::take(bool wait) {

@@ -11,14 +11,17 @@
 // that what is left of the tree comes back to lock should the watchdog die.
 //
 // The watchdog stops the tree (see watchdog_process.cpp):
-//   when lock asks           a stop signal, the hold lost, the child's job-control stop
+//   when lock asks           a stop signal, the hold lost, the child's end (what it left behind)
 //   when lock dies           SIGKILL to all of the tree at once, even by SIGKILL or the OOM killer
 //   at the lease's deadline  published by lock in shared memory at every confirmed renewal: a
 //                            lock that is stopped, paused, swapped out or wedged cannot keep the
 //                            child past it (stop_plan.hpp)
-// and holds the hold's descriptors (the local backend's slot) until the tree is gone.
+// and holds the hold's descriptors (the local backend's slot) until the tree is gone. A watchdog
+// stopped by hand is continued with every stop lock asks for: SIGCONT to our own child, which
+// cannot be a stranger while we have not reaped it.
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,14 +40,24 @@ struct WatchdogSetup {
   std::chrono::nanoseconds kill_after{};
 };
 
+// What became of a request to start the child.
+struct Start {
+  enum Outcome {
+    started,      // and exec'd, or failed to: `child` says
+    unconfirmed,  // not waited for: its pid and an exec's failure come with its end
+    refused,      // the lease's stop was due already: it never ran (Report::refused)
+    gone,         // the watchdog is gone
+  } outcome;
+  Spawned child;
+};
+
 class Watchdog {
  public:
   // Forks the watchdog. Call it first, while lock is one thread with nothing open of its own:
   // the watchdog then holds nothing of lock's (no lock file, no connection), and what it passes
   // on to the child is exactly what lock was started with.
   explicit Watchdog(const WatchdogSetup& setup);
-  // Closing our end while the tree runs is what kills it: an exception that leaves it running
-  // ends in the safe state.
+  // Closing our end while the tree runs is what kills it.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -56,21 +69,24 @@ class Watchdog {
   // The lease-safe deadline, from any thread: the tree must be dead by then.
   void publish(Clock::time_point dead_by);
   std::optional<Clock::time_point> published() const;
-  // Starts the child with `env` added and `fds` kept open. With `wait`, returns once it has
-  // exec'd (or failed to), or the watchdog refused (a pid of -1: the stop was already due, see
-  // Report::refused); without, at once, with a pid of 0: both come with the reports. nullopt
-  // when the watchdog is gone.
-  std::optional<Spawned> spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal,
-                               bool wait);
+  // Starts the child with `env` added and `fds` kept open; with `wait`, returns once it has
+  // exec'd or failed to.
+  Start spawn(const EnvVars& env, const std::vector<int>& fds, bool take_terminal, bool wait);
   void send(watchdog::Command command, int sig = 0);
   // The next report (nullopt when none is waiting and `wait` is false); Report::gone also when
   // the watchdog's end closed, and died() then says so.
   std::optional<watchdog::ReportMessage> take(bool wait = false);
   bool died() const { return died_; }
+  // Closes our end and waits for the watchdog to exit, which it does once the tree is gone: what
+  // an error that cuts a run short must do before the hold is given up.
+  void end();
 
  private:
+  struct Unmap {
+    void operator()(watchdog::Shared* shared) const;
+  };
   pid_t pid_ = -1;
-  watchdog::Shared* shared_ = nullptr;
+  std::unique_ptr<watchdog::Shared, Unmap> shared_;
   UniqueFd socket_;
   bool died_ = false;
 };

@@ -24,6 +24,8 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runner/signals.hpp"
 #include "runner/stop_plan.hpp"
 #include "runner/systemd_notify.hpp"
@@ -35,9 +37,9 @@ namespace {
 
 using namespace watchdog;
 
-class Keeper {
+class TreeGuard {
  public:
-  Keeper(int socket, const Shared& shared, const WatchdogSetup& setup)
+  TreeGuard(int socket, const Shared& shared, const WatchdogSetup& setup)
       : socket_(socket), shared_(shared), setup_(setup), plan_(setup.kill_after) {}
   void run();
 
@@ -69,7 +71,7 @@ class Keeper {
   ReportMessage gone_{Report::gone};  // the last report
 };
 
-void Keeper::run() {
+void TreeGuard::run() {
   auto spawn = receive_spawn(socket_);
   if (!spawn) return;  // lock ended before a child was due
   try {
@@ -88,7 +90,7 @@ void Keeper::run() {
 }
 
 // A stopped or starved lock may ask for the child late: not once its stop is due.
-void Keeper::start(Spawn spawn) {
+void TreeGuard::start(Spawn spawn) {
   read_deadline();
   if (plan_.stop_due(Clock::now())) return report({Report::refused});
   ChildSpec spec{setup_.argv, std::move(spawn.env), setup_.pass_stdin, spawn.take_terminal, {}};
@@ -96,11 +98,15 @@ void Keeper::start(Spawn spawn) {
   held_ = std::move(spawn.fds);
   signals_.take();  // sent while we waited: not the child's, which did not exist
   child_ = spawn_child(spec, signals_.original());
+  if (spawn.report_start) report({Report::started, std::max(child_.pid, 0), child_.exec_error});
+  if (child_.pid < 0) {  // no process to be had: told as a child that could not be run
+    gone_ = ended(Report::gone, 0, ChildEnd{false, 126});
+    return;
+  }
   tree_.emplace(child_.pid, std::set<pid_t>{});
-  if (spawn.report_start) report({Report::started, child_.pid, child_.exec_error});
 }
 
-void Keeper::turn() {
+void TreeGuard::turn() {
   keep_to_plan();
   if (tree_->gone()) return;
   Deadline wake = tree_->next_scan();
@@ -127,12 +133,12 @@ void Keeper::turn() {
 
 // Read at every wake-up: lock moves the deadline without waking us, and the timer, set for the
 // deadline we knew, wakes us to read the one it moved to.
-void Keeper::read_deadline() {
+void TreeGuard::read_deadline() {
   if (std::int64_t ns = shared_.dead_by_ns.load())
     plan_.lease(Clock::time_point(Clock::duration(ns)));
 }
 
-void Keeper::keep_to_plan() {
+void TreeGuard::keep_to_plan() {
   read_deadline();
   auto now = Clock::now();
   if (plan_.stop_due(now)) {
@@ -146,7 +152,7 @@ void Keeper::keep_to_plan() {
 }
 
 // Absolute, on the boot clock: after a suspend it fires at once if the deadline passed meanwhile.
-void Keeper::arm_timer() {
+void TreeGuard::arm_timer() {
   auto at = plan_.next();
   if (at == armed_at_) return;
   if (!timer_) {
@@ -163,7 +169,7 @@ void Keeper::arm_timer() {
   armed_at_ = at;
 }
 
-void Keeper::on_lock() {
+void TreeGuard::on_lock() {
   for (;;) {
     CommandMessage message{};
     ssize_t n = recv(socket_, &message, sizeof message, MSG_DONTWAIT);
@@ -184,7 +190,7 @@ void Keeper::on_lock() {
 
 // A child that signals its parent (kill $PPID) means lock, its parent until the watchdog came
 // between them: it is passed on to lock. Signals from anyone else are not ours to act on.
-void Keeper::on_signals() {
+void TreeGuard::on_signals() {
   for (auto [sig, sender] : signals_.take_received()) {
     if (sig == SIGCHLD)
       on_reaped(tree_->reap());
@@ -193,7 +199,7 @@ void Keeper::on_signals() {
   }
 }
 
-void Keeper::on_reaped(const Tree::Reaped& reaped) {
+void TreeGuard::on_reaped(const Tree::Reaped& reaped) {
   for (int sig : reaped.stopped_by) report({Report::stopped, 0, 0, sig}, /*may_drop=*/true);
   if (tree_->gone()) {  // the child was the last: its end goes with the tree's, in one report
     if (reaped.ended) gone_ = ended(Report::gone, 0, *reaped.ended);
@@ -205,12 +211,12 @@ void Keeper::on_reaped(const Tree::Reaped& reaped) {
   if (was_stopping) tree_->signal_adopted();
 }
 
-ReportMessage Keeper::ended(Report report, int sig, const ChildEnd& end) const {
-  return {report, child_.pid, child_.exec_error, sig, end.signaled, end.code, true};
+ReportMessage TreeGuard::ended(Report report, int sig, const ChildEnd& end) const {
+  return {report, std::max(child_.pid, 0), child_.exec_error, sig, end.signaled, end.code, true};
 }
 
 // Once the stop has begun, a stop signal is passed on like any other.
-void Keeper::begin_stop(int sig) {
+void TreeGuard::begin_stop(int sig) {
   if (tree_->stopping()) {
     if (!tree_->killing()) tree_->signal_group(sig);
     return;
@@ -219,16 +225,16 @@ void Keeper::begin_stop(int sig) {
   tree_->stop(sig);
 }
 
-void Keeper::kill_tree() {
+void TreeGuard::kill_tree() {
   plan_.killing();
   tree_->kill();
 }
 
-// Every report but a stop comes at most once a run, far fewer than the socket holds, so the send
-// cannot block even while lock is stopped. A child stopped and continued again and again while
-// lock is stopped could fill it: a stop is not reported once the socket is half full (lock acts
-// only on the last), which leaves the room the others need.
-void Keeper::report(ReportMessage message, bool may_drop) {
+// Every report but a stop or a relayed signal comes at most once a run, far fewer than the socket
+// holds, so the send cannot block even while lock is stopped. A child stopped and continued, or
+// signalling, again and again while lock is stopped could fill it: such a report is dropped once
+// the socket is half full, which leaves the room the others need.
+void TreeGuard::report(ReportMessage message, bool may_drop) {
   if (lock_gone_) return;
   if (may_drop) {
     int queued = 0, room = 0;
@@ -252,7 +258,7 @@ void Keeper::report(ReportMessage message, bool may_drop) {
   set_verbose(false);
   SystemdNotify::forget_environment();  // lock alone notifies systemd
   try {
-    Keeper(socket, shared, setup).run();
+    TreeGuard(socket, shared, setup).run();
   } catch (...) {
     // Signals could not be set up before the child started: lock sees us gone and runs nothing.
   }

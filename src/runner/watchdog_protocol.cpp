@@ -6,17 +6,22 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "util/error.hpp"
+
 namespace lk::watchdog {
 namespace {
 
-// Well under the smallest send buffer a datagram must fit in.
-constexpr std::size_t kPiece = 32 << 10;
+// Well under the smallest send buffer a datagram must fit in (net.core.wmem_default may be set
+// low); an environment larger than that, a long prefix's, takes several.
+constexpr std::size_t kPiece = 4 << 10;
 constexpr std::size_t kMaxFds = 16;
 
+// False when the watchdog is gone; any other failure is ours to report.
 bool sent(int socket, msghdr& message) {
   for (;;) {
     if (sendmsg(socket, &message, MSG_NOSIGNAL) >= 0) return true;
-    if (errno != EINTR) return false;
+    if (errno == EPIPE || errno == ECONNRESET) return false;
+    if (errno != EINTR) throw sys_error("cannot hand the child over to the watchdog");
   }
 }
 

@@ -345,11 +345,23 @@ class KilledLockTest(SignalTestCase):
         self.kill_later(daemon)
         code, out, err = self.finish(p)
         self.assertEqual((code, out), (1, ""))
-        self.assertRegex(err, r"^lock: lock's watchdog \(pid \d+\) was killed by SIGKILL while the "
-                              r"child ran; the child tree was killed, since without the watchdog it "
-                              r"would outlive a killed lock\n$")
+        self.assertRegex(err, r"^lock: lock's watchdog \(pid \d+\) was killed by SIGKILL; the "
+                              r"child tree was killed, since without the watchdog it would outlive "
+                              r"a killed lock\n$")
         self.assertFalse(pid_alive(child) or pid_alive(daemon), "the tree outlived its watchdog")
         self.assert_released()
+
+    def test_a_watchdog_stopped_by_hand_is_continued_to_stop_the_child(self):
+        p = self.start("-kill-after", "30s", "p",
+                       f"trap 'echo got TERM > {self.path('trapped')}; exit 3' TERM; "
+                       f"echo $$ > {self.path('child')}; {LOOP}")
+        self.kill_later(self.pid_from("child"))
+        watchdog, = watchdogs_of(p.pid)
+        os.kill(watchdog, signal.SIGSTOP)
+        wait_for(lambda: proc_stat(watchdog)[0] == "T", what="the watchdog to stop")
+        send(p, signal.SIGTERM)
+        self.assertEqual(self.finish(p), (0, "", ""))
+        self.assertEqual(read_file(self.path("trapped")), "got TERM\n")
 
     def test_a_signal_the_child_sends_its_parent_reaches_lock(self):
         # Its parent is lock's watchdog; before there was one, it was lock.

@@ -48,7 +48,8 @@ os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 """
 
 LEASE_RAN_OUT = re.compile(r"^lock: lock lost: the lease ran out [^\n]* while lock did not run "
-                           r"\(stopped, paused or starved\); the child was stopped\n$")
+                           r"\(stopped, paused, starved, or the machine asleep\); the child was "
+                           r"stopped\n$")
 
 
 def all_stopped(pid):

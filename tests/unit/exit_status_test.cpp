@@ -126,3 +126,21 @@ TEST_CASE("an empty loss reason still counts as a loss") {
   CHECK(exit_code(r, options(Mode::plain)) == 1);
 }
 
+
+TEST_CASE("a child never started is told as one that could not be run; a lost lock is still 1") {
+  RunResult gone;
+  gone.not_run = "lock's watchdog (pid 7) is gone";
+  CHECK(exit_code(gone, options(Mode::plain)) == 1);
+  CHECK(exit_code(gone, options(Mode::child_exit_code)) == 2);
+  CHECK(exit_code(gone, options(Mode::preserve_status)) == 126);
+  RunResult refused = lost(gone);
+  for (Mode m : {Mode::plain, Mode::child_exit_code, Mode::preserve_status, Mode::both})
+    CHECK(exit_code(refused, options(m)) == 1);
+}
+
+TEST_CASE("a watchdog that died while the tree ran is 1, whatever the child did") {
+  RunResult r = exited(0);
+  r.unguarded = "lock's watchdog (pid 7) was killed by SIGKILL";
+  for (Mode m : {Mode::plain, Mode::child_exit_code, Mode::preserve_status, Mode::both})
+    CHECK(exit_code(r, options(m)) == 1);
+}
