@@ -32,6 +32,10 @@ static std::string consul_token(const ApiOptions& api) {
   struct stat st;
   if (!fd || fstat(fd.get(), &st) < 0) throw sys_error("cannot read " + where);
   if (!S_ISREG(st.st_mode)) throw Error(where + " is not a regular file");
+  // As ssh says of a private key: a warning, since consul lock reads such a file without one.
+  if (st.st_mode & (S_IRGRP | S_IROTH))
+    fmt::print(stderr, "lock: {} can be read by others (mode {:04o}); chmod go-r it\n", where,
+               static_cast<unsigned>(st.st_mode & 07777));
   std::string token(kMaxToken + 1, '\0');
   std::size_t got = 0;
   for (ssize_t n; got < token.size(); got += static_cast<std::size_t>(n)) {

@@ -723,6 +723,7 @@ class ConsulAclTest(ConsulTestCase):
     def test_every_token_source_sends_it_as_a_header_only(self):
         with open(self.path("token"), "w") as f:
             f.write("app-secret\n")
+        os.chmod(self.path("token"), 0o600)
         sources = {"-token": (("-token", "app-secret"), {}),
                    "-token-file": (("-token-file", self.path("token")), {}),
                    "CONSUL_HTTP_TOKEN": ((), {"CONSUL_HTTP_TOKEN": "app-secret"}),
@@ -748,6 +749,7 @@ class ConsulAclTest(ConsulTestCase):
         os.mkfifo(self.path("fifo"))
         with open(self.path("big"), "w") as f:
             f.write("x" * (64 << 10) + "y")
+        os.chmod(self.path("big"), 0o600)
         cases = {self.path("fifo"): "is not a regular file",
                  "/dev/zero": "is not a regular file",
                  self.path(""): "is not a regular file",
@@ -762,6 +764,23 @@ class ConsulAclTest(ConsulTestCase):
                 self.assertRegex(r.stderr, r"^lock: [^\n]*" + re.escape(said) + r"[^\n]*\n$")
                 self.assertFalse(os.path.exists(self.path("ran")))
                 self.assertEqual(self.consul.request_count(), 0)
+
+    def test_a_token_file_others_can_read_is_used_with_a_warning(self):
+        # As ssh warns of a private key others can read; an error would break consul lock's users.
+        token = self.path("token")
+        with open(token, "w") as f:
+            f.write("app-secret\n")
+        for mode in (0o644, 0o640, 0o604):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(token, mode)
+                self.consul.clear_requests()
+                r = self.run_lock("-token-file", token, self.prefix, "touch " + self.path("ran"))
+                self.assertEqual((r.returncode, r.stderr),
+                                 (0, f"lock: the token file {token} can be read by others "
+                                     f"(mode {mode:04o}); chmod go-r it\n"))
+                self.assertTrue(any(q["headers"].get("x-consul-token") == "app-secret"
+                                    for q in self.consul.requests()))
+                os.unlink(self.path("ran"))
 
     def test_key_without_write_permission_is_a_clear_error(self):
         prefix = "app/ro/" + self.prefix.rsplit("/", 1)[1]

@@ -24,7 +24,7 @@ HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
   } catch (const Error&) {
     HolderRecord r;  // consul lock stores no value; -value may be anything
     r.prefix = prefix;
-    r.name = printable(pair.value.empty() ? "session " + pair.session : pair.value);
+    r.name = pair.value.empty() ? "session " + pair.session : pair.value;  // escaped where shown
     return r;
   }
 }

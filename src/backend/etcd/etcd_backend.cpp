@@ -122,7 +122,8 @@ Turn wait_turn(EtcdClient& client, const LockSpec& spec, const Contender& me, co
   watch["start_revision"] = std::to_string(q.revision + 1);
   verbose("waiting with {} ahead of us; {}", pos.ahead,
           head ? "first in line, so any holder's release lets us in"
-               : "behind " + pos.predecessor->key + " (" + record_of(spec.prefix, *pos.predecessor).name + ")");
+               : "behind " + printable(pos.predecessor->key) + " (" +
+                     printable(record_of(spec.prefix, *pos.predecessor).name) + ")");
   Turn turn = Turn::quiet;
   client.watch(watch, [&](const WatchMessage& m) {
     if (m.created && !m.canceled && m.revision > q.revision && !may_lag) {

@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "util/printable.hpp"
+
 namespace lk {
 
 std::string contender_key(const std::string& prefix, std::int64_t lease, int limit) {
@@ -31,8 +33,10 @@ Position position_in(const std::vector<Contender>& queue, std::int64_t my_revisi
   for (const Contender& c : queue) {
     if (c.create_revision >= my_revision) break;
     if (c.limit != my_limit) {
-      if (my_limit == 1) throw Error("Existing key does not match lock use (" + c.key + " is a semaphore's)");
-      if (c.limit == 1) throw Error("Existing key does not match semaphore use (" + c.key + " is a lock's)");
+      if (my_limit == 1)
+        throw Error("Existing key does not match lock use (" + printable(c.key) + " is a semaphore's)");
+      if (c.limit == 1)
+        throw Error("Existing key does not match semaphore use (" + printable(c.key) + " is a lock's)");
       throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", c.limit, my_limit));
     }
     ++p.ahead;

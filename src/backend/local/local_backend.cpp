@@ -31,6 +31,7 @@
 #include "backend/holder_record.hpp"
 #include "backend/local/ofd_lock.hpp"
 #include "backend/local/prefix_dir.hpp"
+#include "backend/local/state_file.hpp"
 #include "backend/local/state_dir.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
@@ -46,8 +47,8 @@ namespace {
 // and the wait for it ends with -timeout or a stopping signal like every other.
 std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrupt& interrupt) {
   // '@' is always percent-encoded in a prefix's directory name, so no prefix can take this name.
-  UniqueFd fd(openat(state_fd, "@fence", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) throw sys_error("cannot open the fencing counter");
+  UniqueFd fd = open_state_file(state_fd, "@fence", O_RDWR | O_CREAT);
+  if (!fd) throw state_file_error("the fencing counter @fence");
   LockTarget target{fd.get(), LockKind::exclusive};
   if (!lock_any({&target, 1}, deadline, interrupt))
     throw AcquireTimeout("timed out waiting for the state directory's fencing counter (@fence), "
@@ -76,18 +77,17 @@ void check_limit(int theirs, int ours) {
   throw Error("Existing key does not match semaphore use (the prefix is in use as a lock)");
 }
 
-UniqueFd open_in(const PrefixDir& dir, const std::string& file, int flags) {
-  UniqueFd fd(openat(dir.fd(), file.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd && errno != ENOENT) throw sys_error("cannot open " + dir.path(file));
-  return fd;
-}
-
 // Overwrites the record in place, padded with blanks (which JSON ignores) to the file's size:
-// truncating instead costs a journal transaction on ext4, on the path every holder takes.
+// truncating instead costs a journal transaction on ext4, on the path every holder takes. A file
+// too large to be a record (grown by someone else while we did not hold it) is emptied first.
 void write_record(int fd, const std::string& path, const HolderRecord& record) {
   std::string json = record.to_json();
   struct stat st;
   if (fstat(fd, &st) < 0) throw sys_error("cannot write " + path);
+  if (st.st_size > static_cast<off_t>(kMaxStateFile)) {
+    if (ftruncate(fd, 0) < 0) throw sys_error("cannot write " + path);
+    st.st_size = 0;
+  }
   if (static_cast<off_t>(json.size()) < st.st_size) json.resize(st.st_size, ' ');
   ssize_t n = pwrite(fd, json.data(), json.size(), 0);
   if (n != static_cast<ssize_t>(json.size()))  // a short write: the file system is full
@@ -168,8 +168,10 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Dead
     UniqueFd just_ahead;
     while (ahead != files.begin() && !just_ahead) {
       const std::string& file = *--ahead;
-      // Gone: it left while we looked, or became the holder's h.<n>, and then we are next.
-      UniqueFd fd = open_in(dir, file, O_RDONLY);
+      // Gone: it left while we looked, or became the holder's h.<n>, and then we are next. Not
+      // a regular file: no waiter's, whoever put it there; neither waited for nor removed.
+      UniqueFd fd = open_state_file(dir.fd(), file.c_str(), O_RDONLY);
+      if (!fd && errno != ENOENT && errno != ENOTSUP) throw sys_error("cannot open " + dir.path(file));
       if (!fd) continue;
       if (!try_lock(fd.get(), LockKind::shared)) {
         just_ahead = std::move(fd);
@@ -285,8 +287,9 @@ std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, std::opti
 }
 
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
-  UniqueFd fd = open_in(dir, PrefixDir::slot_file(slot), O_RDWR | O_CREAT);
-  if (!fd) throw sys_error("cannot open " + dir.path(PrefixDir::slot_file(slot)));
+  std::string file = PrefixDir::slot_file(slot);
+  UniqueFd fd = open_state_file(dir.fd(), file.c_str(), O_RDWR | O_CREAT);
+  if (!fd) throw state_file_error(dir.path(file));
   return fd;
 }
 
@@ -414,9 +417,9 @@ PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
     status.holders.push_back(parse_record(text));
   for (const auto& text : locked_contents(dir.get(), "q.")) status.waiters.push_back(parse_record(text));
   if (status.holders.empty() && status.waiters.empty()) return status;
-  UniqueFd meta(openat(dir.get(), "meta", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  char buf[64] = {};
-  if (meta && pread(meta.get(), buf, sizeof buf - 1, 0) > 0) std::sscanf(buf, "limit %d", &status.limit);
+  UniqueFd meta = open_state_file(dir.get(), "meta", O_RDONLY);
+  auto text = meta ? read_state_file(meta.get()) : std::nullopt;
+  if (auto m = text ? parse_meta(*text) : std::nullopt) status.limit = m->limit;
   return status;
 }
 

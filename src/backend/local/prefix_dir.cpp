@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "backend/local/ofd_lock.hpp"
+#include "backend/local/state_file.hpp"
 
 namespace lk {
 namespace {
@@ -61,13 +62,10 @@ std::vector<std::string> locked_contents(int dir_fd, std::string_view kind) {
   });
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
-    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st;
-    if (!fd || !is_locked_elsewhere(fd.get()) || fstat(fd.get(), &st) < 0) continue;
-    std::string text(st.st_size, '\0');
-    ssize_t n = pread(fd.get(), text.data(), text.size(), 0);
-    text.resize(n > 0 ? n : 0);
-    contents.push_back(std::move(text));
+    UniqueFd fd = open_state_file(dir_fd, name.c_str(), O_RDONLY);
+    if (!fd || !is_locked_elsewhere(fd.get())) continue;
+    // Too large to be a record: shown as one that cannot be read.
+    contents.push_back(read_state_file(fd.get()).value_or(""));
   }
   return contents;
 }
@@ -83,10 +81,10 @@ PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const st
       if (errno == ENOENT) continue;  // removed by a cleanup since our mkdir
       throw sys_error("cannot open " + d.path_);
     }
-    d.meta_.reset(openat(d.dir_.get(), "meta", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    d.meta_ = open_state_file(d.dir_.get(), "meta", O_RDWR | O_CREAT);
     if (!d.meta_) {
       if (errno == ENOENT) continue;
-      auto error = sys_error("cannot create " + d.path("meta"));
+      auto error = state_file_error(d.path("meta"));
       // Out of inodes, say: leave no empty directory behind (if another run has put its meta
       // file in it meanwhile, the removal fails, as it should).
       if (made) unlinkat(state_fd, name.c_str(), AT_REMOVEDIR);
@@ -111,15 +109,25 @@ bool PrefixDir::lock_meta(Deadline deadline, const Interrupt& interrupt) {
 
 void PrefixDir::unlock_meta() { unlock(meta_.get()); }
 
-Meta PrefixDir::read_meta() const {
-  char buf[128] = {};
-  ssize_t n = pread(meta_.get(), buf, sizeof buf - 1, 0);
-  if (n < 0) throw sys_error("cannot read " + path("meta"));
+std::optional<Meta> parse_meta(std::string_view text) {
   Meta m;
-  if (n > 0 &&
-      std::sscanf(buf, "limit %d next %" SCNu64, &m.limit, &m.next_ticket) != 2)
-    throw Error(path("meta") + " is corrupt; remove " + path_ + " once nobody uses it");
+  if (text.empty()) return m;
+  // Fixed width (see write_meta): anything longer is not ours, and sscanf needs a terminator.
+  char buf[128] = {};
+  if (text.size() >= sizeof buf) return std::nullopt;
+  text.copy(buf, text.size());
+  if (std::sscanf(buf, "limit %d next %" SCNu64, &m.limit, &m.next_ticket) != 2 || m.limit < 0)
+    return std::nullopt;
   return m;
+}
+
+Meta PrefixDir::read_meta() const {
+  char buf[128];
+  ssize_t n = pread(meta_.get(), buf, sizeof buf, 0);
+  if (n < 0) throw sys_error("cannot read " + path("meta"));
+  auto m = parse_meta(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!m) throw Error(path("meta") + " is corrupt; remove " + path_ + " once nobody uses it");
+  return *m;
 }
 
 void PrefixDir::write_meta(const Meta& m) const {
@@ -160,9 +168,11 @@ bool PrefixDir::any_locked(std::string_view kind, std::vector<std::string>* seen
   for_each_entry(dir_.get(), [&](const char* name) {
     if (locked || std::string_view(name) == "meta" || !starts_with(name, kind))
       return;
+    // Anything but a regular file is no ticket or slot of ours: neither locked nor ours to remove.
+    UniqueFd fd = open_state_file(dir_.get(), name, O_RDONLY);
+    if (!fd) return;
     if (seen) seen->emplace_back(name);
-    UniqueFd fd(openat(dir_.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd && is_locked_elsewhere(fd.get())) locked = true;
+    if (is_locked_elsewhere(fd.get())) locked = true;
   });
   return locked;
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,10 @@ struct Meta {
   int limit = 0;  // 0 until the first contender sets it
   std::uint64_t next_ticket = 1;
 };
+
+// What a meta file's text says: the default for an empty one (just created), nullopt when it is
+// not what write_meta writes.
+std::optional<Meta> parse_meta(std::string_view text);
 
 // What the files of a prefix directory whose names start with `kind` ("slot." or "q.") say,
 // for those someone holds locked (the others are leftovers), in name order.
@@ -70,8 +75,8 @@ class PrefixDir {
  private:
   PrefixDir(int state_fd, std::string path, std::string name)
       : state_fd_(state_fd), path_(std::move(path)), name_(std::move(name)) {}
-  // Whether a file named kind... ("" for any) is locked by someone; `seen` gets the names looked
-  // at (all of them when none is locked).
+  // Whether a file named kind... ("" for any) is locked by someone; `seen` gets the names of the
+  // regular files looked at (all of them when none is locked).
   bool any_locked(std::string_view kind, std::vector<std::string>* seen = nullptr) const;
 
   int state_fd_;

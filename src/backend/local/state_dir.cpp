@@ -59,9 +59,12 @@ UniqueFd open_state_dir(const std::string& path, bool must_be_private, bool crea
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      // Another user may have made it first, to deny us our locks: nothing we could do with it
+      // would be safe, so the way out is a directory of our own.
       throw Error("state directory " + path + " is not private (owner uid " +
                   std::to_string(st.st_uid) + ", mode " + mode +
-                  "); remove it or choose another with -state-dir");
+                  "); remove it if it is yours, or use a directory only you can write to, with "
+                  "-state-dir or LOCK_STATE_DIR (such as $HOME/.lock)");
     }
   }
   return fd;
