@@ -130,12 +130,17 @@ Meta PrefixDir::read_meta() const {
   return *m;
 }
 
-void PrefixDir::write_meta(const Meta& m) const {
-  // Always the same length, so an overwrite never needs a truncate.
+std::string format_meta(const Meta& m) {
   char buf[80];
   int n = std::snprintf(buf, sizeof buf, "limit %10d next %20" PRIu64 "\n", m.limit,
                         m.next_ticket);
-  if (pwrite(meta_.get(), buf, n, 0) != n) throw sys_error("cannot write " + path("meta"));
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+void PrefixDir::write_meta(const Meta& m) const {
+  std::string text = format_meta(m);
+  if (pwrite(meta_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    throw sys_error("cannot write " + path("meta"));
 }
 
 std::string PrefixDir::ticket_file(std::uint64_t number) {

@@ -25,8 +25,10 @@ struct Meta {
 };
 
 // What a meta file's text says: the default for an empty one (just created), nullopt when it is
-// not what write_meta writes.
+// not what format_meta writes.
 std::optional<Meta> parse_meta(std::string_view text);
+// Always the same length, so that an overwrite never needs a truncate.
+std::string format_meta(const Meta& meta);
 
 // What the files of a prefix directory whose names start with `kind` ("slot." or "q.") say,
 // for those someone holds locked (the others are leftovers), in name order.
