@@ -41,7 +41,7 @@ int show_status(const Options& o) {
     put_text(out, "prefix", o.prefix);
     for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
     for (const auto& r : s.waiters) out["waiters"].push_back(as_json(r));
-    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n", dump_for_terminal(out, 2));
     return held ? 0 : kNotHeld;
   }
   if (!held && s.waiters.empty()) {

@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "util/printable.hpp"
+
 namespace lk {
 namespace {
 
@@ -27,7 +29,8 @@ std::string_view standard_reason(long status) {
 
 std::string HttpResponse::status_text() const {
   std::string_view why = reason.empty() ? standard_reason(status) : std::string_view(reason);
-  return why.empty() ? std::to_string(status) : std::to_string(status) + " " + std::string(why);
+  // The reason phrase is the server's: HTTP allows bytes 0x80 to 0xff in it, C1 controls included.
+  return why.empty() ? std::to_string(status) : std::to_string(status) + " " + printable(why, 80);
 }
 
 std::optional<std::chrono::seconds> HttpResponse::retry_after() const {

@@ -16,7 +16,7 @@ struct HttpResponse {
   std::string body;
   std::map<std::string, std::string> headers;  // names in lower case
 
-  // "503 Service Unavailable": the status as a user reads it.
+  // "503 Service Unavailable": the status as a user reads it, made printable.
   std::string status_text() const;
   // The server's Retry-After, when it is given in seconds (the date form is not honoured).
   std::optional<std::chrono::seconds> retry_after() const;

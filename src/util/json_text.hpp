@@ -6,14 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "util/base64.hpp"
-#include "util/printable.hpp"
-
 namespace lk {
 
-inline void put_text(nlohmann::json& object, const std::string& key, const std::string& text) {
-  object[key] = text;
-  if (!valid_utf8(text)) object[key + "_base64"] = base64_encode(text);
-}
+void put_text(nlohmann::json& object, const std::string& key, const std::string& text);
+
+// The JSON text of `value` for a terminal or a log. JSON lets DEL and the C1 controls (U+0080 to
+// U+009F, which some terminals obey as they do ESC [) through raw: they are written as \u escapes
+// too, which every reader decodes to the same value.
+std::string dump_for_terminal(const nlohmann::json& value, int indent);
 
 }  // namespace lk

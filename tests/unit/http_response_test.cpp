@@ -13,6 +13,8 @@ TEST_CASE("a status reads as the server put it, or as the standard names it") {
   r = {};
   r.status = 599;
   CHECK(r.status_text() == "599");
+  r.reason = "No\x1b]0;x\x07 \x9b" "2J";  // the server's bytes reach no terminal raw
+  CHECK(r.status_text() == "599 No\\x1b]0;x\\x07 \\x9b2J");
 }
 
 TEST_CASE("Retry-After is honoured in seconds only, and only when it is a plain number") {

@@ -107,3 +107,39 @@ TEST_CASE("a file larger than a record is unreadable, however large; one just th
   UniqueFd read_huge = open_state_file(s.fd.get(), "huge", O_RDONLY);
   CHECK(read_state_file(read_huge.get()) == std::nullopt);
 }
+
+TEST_CASE("only a regular file or directory of our own user's is removed") {
+  Scratch dir;
+  write_file(dir.at("q.1"), "{}");
+  REQUIRE(mkfifo(dir.at("fifo").c_str(), 0600) == 0);
+  REQUIRE(symlink(dir.at("q.1").c_str(), dir.at("link").c_str()) == 0);
+  REQUIRE(mkdir(dir.at("d").c_str(), 0700) == 0);
+  CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "fifo"));
+  CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "link"));
+  CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "d"));  // a directory only when asked for one
+  CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "q.1", AT_REMOVEDIR));
+  CHECK(lk::remove_if_ours(dir.fd.get(), "q.1"));
+  CHECK(lk::remove_if_ours(dir.fd.get(), "d", AT_REMOVEDIR));
+  CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "gone"));
+  struct stat st;
+  CHECK(lstat(dir.at("fifo").c_str(), &st) == 0);
+  CHECK(lstat(dir.at("link").c_str(), &st) == 0);
+  if (geteuid() == 0) {  // a file of another user's needs root to make
+    write_file(dir.at("theirs"), "");
+    REQUIRE(chown(dir.at("theirs").c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(lk::remove_if_ours(dir.fd.get(), "theirs"));
+    CHECK(lstat(dir.at("theirs").c_str(), &st) == 0);
+  }
+}
+
+TEST_CASE("a name still names an open file until it is removed or replaced") {
+  Scratch dir;
+  write_file(dir.at("q.1"), "");
+  UniqueFd fd = open_state_file(dir.fd.get(), "q.1", O_RDONLY);
+  REQUIRE(fd);
+  CHECK(lk::still_names(dir.fd.get(), "q.1", fd.get()));
+  REQUIRE(unlink(dir.at("q.1").c_str()) == 0);
+  CHECK_FALSE(lk::still_names(dir.fd.get(), "q.1", fd.get()));
+  write_file(dir.at("q.1"), "");  // another file under the same name
+  CHECK_FALSE(lk::still_names(dir.fd.get(), "q.1", fd.get()));
+}

@@ -139,7 +139,7 @@ HttpResponse ConsulClient::send_once(const std::string& method, const std::strin
   }
   if ((r.status >= 200 && r.status < 300) || r.status == 404) return r;
   std::string_view said = trimmed(r.body);
-  std::string what = where(op) + printable(r.status_text()) +
+  std::string what = where(op) + r.status_text() +
                      (said.empty() ? "" : " (" + printable(said) + ")");
   if (r.status >= 500) throw ConsulUnavailable(what, r.retry_after());
   throw Error(what);

@@ -26,6 +26,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "backend/holder_record.hpp"
@@ -56,6 +57,12 @@ std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrup
   char buf[32] = {};
   std::uint64_t last = 0;
   if (pread(fd.get(), buf, sizeof buf - 1, 0) > 0) last = std::strtoull(buf, nullptr, 10);
+  // Only a hand (or another program) puts it there; wrapping around would hand out a token lower
+  // than earlier ones, which is what a fencing token must never be.
+  if (last == std::numeric_limits<std::uint64_t>::max())
+    throw Error("the state directory's fencing counter (@fence) is at the end of its range, so no "
+                "token can be higher than the ones handed out; it was written by something else "
+                "than lock: remove it once nothing checks tokens from this directory");
   auto now = std::chrono::duration_cast<std::chrono::microseconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
@@ -113,17 +120,25 @@ std::string describe_holders(const PrefixDir& dir) {
   return out;
 }
 
-// A place in the queue, kept for as long as we wait (with a limit of 1, as long as we hold).
+// A place in the queue, kept for as long as we wait (with a limit of 1, as long as we hold). Its
+// name is removed or renamed only while it still names our file: in a shared state directory,
+// another user may have put something of theirs in its place.
 class Ticket {
  public:
-  // Call with the meta lock held, so that a ticket is locked before anyone can see it. A file
-  // already there under our number is a leftover of a process that died while creating it.
-  Ticket(const PrefixDir& dir, std::uint64_t number, const HolderRecord& waiter)
-      : dir_fd_(dir.fd()), number_(number), file_(PrefixDir::ticket_file(number)) {
-    unlinkat(dir_fd_, file_.c_str(), 0);
-    fd_.reset(openat(dir_fd_, file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     0600));
-    if (!fd_) throw sys_error("cannot create " + dir.path(file_));
+  // Call with the meta lock held, so that a ticket is locked before anyone can see it. A file of
+  // ours already there under the number is a leftover of a process that died while creating it;
+  // anything else there costs the number, and the next one is taken.
+  Ticket(const PrefixDir& dir, Meta& meta, const HolderRecord& waiter) : dir_fd_(dir.fd()) {
+    for (;;) {
+      number_ = meta.next_ticket++;
+      dir.write_meta(meta);  // first: dying before the ticket exists leaves a gap in the numbers
+      file_ = PrefixDir::ticket_file(number_);
+      remove_if_ours(dir_fd_, file_.c_str());
+      fd_.reset(openat(dir_fd_, file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0600));
+      if (fd_) break;
+      if (errno != EEXIST) throw sys_error("cannot create " + dir.path(file_));
+    }
     try {
       if (!try_lock(fd_.get(), LockKind::exclusive)) throw Error("cannot lock " + dir.path(file_));
       write_record(fd_.get(), dir.path(file_), waiter);
@@ -137,21 +152,24 @@ class Ticket {
 
   std::uint64_t number() const { return number_; }
   // Renamed, it no longer counts as waiting (lock status, the last one out) but stays locked, and
-  // whoever waits on it waits on the same open file. If the rename fails, the ticket keeps its
-  // name and does the same job; only lock status counts it as a waiter for a while.
+  // whoever waits on it waits on the same open file. If the rename fails (something is in the
+  // way), the ticket keeps its name and does the same job; only lock status counts it as a
+  // waiter for a while.
   void hold() {
     std::string held = PrefixDir::held_file(number_);
-    if (renameat(dir_fd_, file_.c_str(), dir_fd_, held.c_str()) == 0) file_ = held;
+    if (still_names(dir_fd_, file_.c_str(), fd_.get()) &&
+        renameat2(dir_fd_, file_.c_str(), dir_fd_, held.c_str(), RENAME_NOREPLACE) == 0)
+      file_ = held;
   }
   void leave() {
     if (!fd_) return;
-    unlinkat(dir_fd_, file_.c_str(), 0);
+    if (still_names(dir_fd_, file_.c_str(), fd_.get())) unlinkat(dir_fd_, file_.c_str(), 0);
     fd_.reset();
   }
 
  private:
   int dir_fd_;  // the PrefixDir's, which outlives us
-  std::uint64_t number_;
+  std::uint64_t number_ = 0;
   std::string file_;
   UniqueFd fd_;
 };
@@ -177,8 +195,9 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Dead
         just_ahead = std::move(fd);
       } else {
         // Tickets ahead of ours were locked before ours existed; an unlocked one was left by a
-        // waiter (or holder) that died. Clear it so that nobody looks at it again.
-        unlinkat(dir.fd(), file.c_str(), 0);
+        // waiter (or holder) that died. Clear it, if it is our user's, so that nobody looks at
+        // it again.
+        remove_if_ours(dir.fd(), file.c_str());
       }
     }
     if (!just_ahead) return true;
@@ -324,9 +343,7 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
       return hold_slot(dir, i, std::move(fd), std::nullopt, waiter, deadline, interrupt);
     }
   }
-  std::uint64_t number = meta.next_ticket++;
-  dir.write_meta(meta);  // first: dying before the ticket exists leaves only a gap in the numbers
-  Ticket ticket(dir, number, waiter);
+  Ticket ticket(dir, meta, waiter);
   dir.unlock_meta();
   interrupt.queued();
   auto timed_out = [&] {

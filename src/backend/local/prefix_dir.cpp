@@ -191,10 +191,11 @@ bool PrefixDir::remove_if_idle() {
   if (any_locked("", &names)) return false;
   for (const auto& name : names)
     if (starts_with(name, "q.") || starts_with(name, "h.") || starts_with(name, "slot."))
-      unlinkat(dir_.get(), name.c_str(), 0);
-  unlinkat(dir_.get(), "meta", 0);
+      remove_if_ours(dir_.get(), name.c_str());
+  // Another user's meta file stays, and so does the prefix with it; so does their directory.
+  if (!remove_if_ours(dir_.get(), "meta")) return false;
   // Fails harmlessly when a newcomer has just created a fresh meta file in it.
-  unlinkat(state_fd_, name_.c_str(), AT_REMOVEDIR);
+  remove_if_ours(state_fd_, name_.c_str(), AT_REMOVEDIR);
   return true;
 }
 

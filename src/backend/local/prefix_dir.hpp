@@ -66,7 +66,7 @@ class PrefixDir {
   static std::string slot_file(int slot);
 
   // With the meta lock held: when no ticket and no slot is locked, removes the prefix's files and
-  // directory. A newcomer that opened them before the removal finds its meta file unlinked once it
+  // directory, those of our user's (remove_if_ours); true once the meta file is gone. A newcomer that opened them before the removal finds its meta file unlinked once it
   // gets the lock, and starts over; one that comes after creates them afresh.
   bool remove_if_idle();
   // The same, on the way out: waits at most 200 ms for the meta lock (one held longer belongs to

@@ -27,6 +27,14 @@ UniqueFd open_state_file(int dir_fd, const char* name, int flags, mode_t mode = 
 // The whole of a file opened so, or nullopt when it is larger than kMaxStateFile or unreadable.
 std::optional<std::string> read_state_file(int fd);
 
+// Removes `name` from `dir_fd` if it is a regular file (a directory, with AT_REMOVEDIR in `flags`)
+// that belongs to the user lock runs as, and says whether it did. Whatever another user put
+// there stays, whatever its name: in a shared state directory their files are theirs to remove.
+bool remove_if_ours(int dir_fd, const char* name, int flags = 0);
+
+// Whether `name` in `dir_fd` is still the file open as `fd`: not removed, nor replaced since.
+bool still_names(int dir_fd, const char* name, int fd);
+
 // Why open_state_file failed for `path`, for a message: "<path> is not a regular file ..." or
 // "cannot open <path>: <strerror>".
 Error state_file_error(const std::string& path);
