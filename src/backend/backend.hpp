@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend/errors.hpp"
 #include "backend/holder_record.hpp"
 #include "util/deadline.hpp"
-#include "util/error.hpp"
 
 namespace lk {
 
@@ -29,14 +29,6 @@ struct Interrupt {
   int fd = -1;
   std::function<bool()> should_stop = [] { return false; };
   std::function<void()> queued = [] {};
-};
-
-// The wait ended because of the deadline or an interruption, not because of a fault.
-struct AcquireTimeout : Error {
-  using Error::Error;
-};
-struct Interrupted : Error {
-  using Error::Error;
 };
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;

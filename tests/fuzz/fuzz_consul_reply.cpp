@@ -9,7 +9,7 @@
 //   c  decode_session_create(body)
 //   s  decode_session_info(body, id)           argument: id
 //   w  WaitIndex: the body drives a sequence of answered / failed / stalled
-// A refusal must be MalformedConsulReply with a message of one printable line, bounded; anything
+// A refusal must be MalformedReply with a message of one printable line, bounded; anything
 // accepted must be what the header promises (a session ID is a UUID, keys are the ones asked
 // for, indexes above 0...).
 #include <fuzzer/FuzzedDataProvider.h>
@@ -33,7 +33,7 @@ using std::chrono::milliseconds;
 
 constexpr std::size_t kMaxMessage = 512;
 
-void check_refusal(const lk::MalformedConsulReply& e) {
+void check_refusal(const lk::MalformedReply& e) {
   std::string_view m = e.what();
   FUZZ_CHECK_MSG(!m.empty() && m.size() <= kMaxMessage && fuzz::printable_line(m), fuzz::shown(m));
 }
@@ -66,7 +66,7 @@ void index_header(std::string_view header) {
   std::optional<std::uint64_t> got;
   try {
     got = lk::decode_index(header);
-  } catch (const lk::MalformedConsulReply& e) {
+  } catch (const lk::MalformedReply& e) {
     check_refusal(e);
   }
   FUZZ_CHECK_MSG(got == want, fuzz::shown(header));
@@ -76,7 +76,7 @@ void kv_list(std::string_view body, const std::string& key, bool recurse) {
   std::vector<lk::KvPair> pairs;
   try {
     pairs = lk::decode_kv_list(body, key, recurse);
-  } catch (const lk::MalformedConsulReply& e) {
+  } catch (const lk::MalformedReply& e) {
     check_refusal(e);
     return;
   }
@@ -98,7 +98,7 @@ void bool_reply(std::string_view body) {
   std::optional<bool> got;
   try {
     got = lk::decode_bool(body);
-  } catch (const lk::MalformedConsulReply& e) {
+  } catch (const lk::MalformedReply& e) {
     check_refusal(e);
   }
   FUZZ_CHECK_MSG(got == want, fuzz::shown(body));
@@ -108,7 +108,7 @@ void session_create(std::string_view body) {
   try {
     std::string id = lk::decode_session_create(body);
     FUZZ_CHECK_MSG(uuid(id), fuzz::shown(id));
-  } catch (const lk::MalformedConsulReply& e) {
+  } catch (const lk::MalformedReply& e) {
     check_refusal(e);
   }
 }
@@ -118,7 +118,7 @@ void session_info(std::string_view body, const std::string& id) {
   std::optional<lk::SessionInfo> info;
   try {
     info = lk::decode_session_info(body, id);
-  } catch (const lk::MalformedConsulReply& e) {
+  } catch (const lk::MalformedReply& e) {
     check_refusal(e);
     return;
   }

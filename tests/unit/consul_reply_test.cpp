@@ -14,7 +14,7 @@ template <class F>
 std::string refusal(F decode) {
   try {
     decode();
-  } catch (const MalformedConsulReply& e) {
+  } catch (const MalformedReply& e) {
     return e.what();
   }
   return "";

@@ -80,13 +80,13 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
   // Leaves the line within one cleanup budget, so that giving up is quick even when the agent
   // hangs, and says why the wait ended.
   auto give_up = [&] {
-    Cleanup cleanup(Deadline::after(kCleanupBudget));
+    Cleanup cleanup(Deadline::after(kReleaseBudget));
     if (!is_lock) {
       client.limit(cleanup.until(), kCleanupRequestTimeout);
       client.no_retry_after();
       // The session's destruction deletes our contender key all the same.
       cleanup.run([&] { leave_semaphore(client, spec.prefix, spec.limit, id); },
-                  Deadline::after(kCleanupBudget / 2));
+                  Deadline::after(kReleaseBudget / 2));
     }
     if (!session->destroy(cleanup)) cleanup.report(session->left_behind());
     wait.throw_why(spec.prefix);
@@ -179,7 +179,7 @@ std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline dead
           config_.client, std::move(session),
           ConsulHoldSpec{spec.prefix, spec.limit, contender, now.modify_index});
     }
-  } catch (const WaitStopped&) {
+  } catch (const Cancelled&) {
     give_up();
   }
   wait.throw_why(spec.prefix);  // give_up() has thrown already

@@ -8,13 +8,11 @@
 #include <optional>
 #include <string>
 
+#include "backend/errors.hpp"
 #include "util/deadline.hpp"
 
 namespace lk {
 
-// Release and cleanup together: 3 s from the child's end to our exit, less what noticing the
-// end and exiting take.
-constexpr std::chrono::milliseconds kCleanupBudget{2800};
 // One cleanup request: a healthy agent answers in milliseconds, so a hung one gets retried.
 constexpr std::chrono::milliseconds kCleanupRequestTimeout{1000};
 

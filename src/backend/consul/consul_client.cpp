@@ -88,8 +88,8 @@ template <class Decode>
 auto ConsulClient::decoded(const std::string& op, Decode decode) const -> decltype(decode()) {
   try {
     return decode();
-  } catch (const MalformedConsulReply& e) {
-    throw ConsulBadReply(where(op) + "malformed reply (" + e.what() + ")");
+  } catch (const MalformedReply& e) {
+    throw MalformedReply(where(op) + "malformed reply (" + e.what() + ")");
   }
 }
 
@@ -109,7 +109,7 @@ HttpResponse ConsulClient::send(const std::string& method, const std::string& pa
       if (retry_until_->left(pause + milliseconds(1)) <= pause) throw;
       verbose("{}; asked to retry in {}s", e.what(), e.retry_after->count());
       if (!pause_unless_woken(std::max(pause, milliseconds(1)), retry_wake_))
-        throw WaitStopped("the wait was cut short");
+        throw Cancelled("the wait was cut short");
     }
   }
 }
@@ -130,10 +130,10 @@ HttpResponse ConsulClient::send_once(const std::string& method, const std::strin
                                                   wake->fds, wake->keep_going)) {
       r = std::move(*answer);
     } else {
-      throw WaitStopped("the wait was cut short");
+      throw Cancelled("the wait was cut short");
     }
   } catch (const ReplyTooLarge& e) {
-    throw ConsulBadReply(where(op) + e.what());
+    throw MalformedReply(where(op) + e.what());
   } catch (const NetworkError& e) {
     throw NetworkError(where(op) + "cannot reach it (" + e.what() + ")");
   }

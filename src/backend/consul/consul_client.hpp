@@ -35,23 +35,13 @@ struct KvRead {
   std::uint64_t index = 0;
 };
 
-// A reply that does not fit what was asked: worth asking again, never a result.
-struct ConsulBadReply : Error {
-  using Error::Error;
-};
-
-// A wait that `Wake::keep_going` ended; the caller knows why.
-struct WaitStopped : Error {
-  using Error::Error;
-};
-
 // How long a blocking query may wait at most before it returns unchanged.
 constexpr std::chrono::seconds kBlockingWait{15};
 
 // Every failure names the agent and the operation: "Consul agent at 127.0.0.1:8500: create
 // session: 503 Service Unavailable (No cluster leader)". No answer is a NetworkError ("cannot
 // reach it"), a 5xx a ConsulUnavailable with the server's Retry-After, a reply that does not fit
-// a ConsulBadReply ("malformed reply (...)"). Session IDs are checked and percent-escaped wherever they
+// a MalformedReply ("malformed reply (...)"). Session IDs are checked and percent-escaped wherever they
 // go into a URL.
 class ConsulClient {
  public:
@@ -62,13 +52,13 @@ class ConsulClient {
   // `per_request`. Cleanup after the child uses it to keep the exit quick when the agent hangs.
   void limit(Deadline until, std::chrono::milliseconds per_request);
   // While acquiring: a 5xx whose Retry-After ends before `until` is waited out and the request
-  // sent again. `wake` cuts the pause short (WaitStopped); it must outlive its use here.
+  // sent again. `wake` cuts the pause short (Cancelled); it must outlive its use here.
   void wait_out_retry_after(Deadline until, const Wake* wake);
   void no_retry_after() { retry_until_.reset(); }
 
   // A read of `key` (or everything under it with `recurse`). With `wait_index`, it blocks until
   // the index passes it or kBlockingWait ends. `consistent` asks the leader itself.
-  // `wake` lets a blocking query be cut short (WaitStopped).
+  // `wake` lets a blocking query be cut short (Cancelled).
   KvRead get(const std::string& key, bool recurse, std::uint64_t wait_index = 0,
              bool consistent = false, const Wake* wake = nullptr);
   bool acquire(const std::string& key, const std::string& value, std::uint64_t flags,
@@ -94,7 +84,7 @@ class ConsulClient {
                          const std::string& op, const Wake* wake);
   // "Consul agent at ADDRESS: OP: "
   std::string where(const std::string& op) const;
-  // Decodes with `decode`, turning a reply that does not fit into a ConsulBadReply naming `op`.
+  // Decodes with `decode`, turning a reply that does not fit into a MalformedReply naming `op`.
   template <class Decode>
   auto decoded(const std::string& op, Decode decode) const -> decltype(decode());
 

@@ -81,7 +81,7 @@ void ConsulHold::monitor() {
       pause = waits.answered(r.index, fingerprint(r.pairs),
                              std::chrono::duration_cast<milliseconds>(Clock::now() - sent));
       if (auto lost = still_held(r)) return keeper.lose(*lost);
-    } catch (const WaitStopped&) {
+    } catch (const Cancelled&) {
       return;
     } catch (const ServerUnavailable& e) {
       pause = waits.failed(e.retry_after);
@@ -89,7 +89,7 @@ void ConsulHold::monitor() {
     } catch (const NetworkError& e) {
       pause = waits.failed();
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
-    } catch (const ConsulBadReply& e) {
+    } catch (const MalformedReply& e) {
       pause = waits.failed();
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const std::exception& e) {  // .lock rewritten for another use, permission withdrawn
@@ -102,10 +102,10 @@ void ConsulHold::monitor() {
 void ConsulHold::release() {
   if (released_) return;
   released_ = true;
-  Cleanup cleanup(Deadline::after(kCleanupBudget));
+  Cleanup cleanup(Deadline::after(kReleaseBudget));
   // At most half the budget for giving the hold up: the session's destruction, which gives up
   // everything it holds at once, must always get its turn.
-  Deadline give_up_by = Deadline::after(kCleanupBudget / 2);
+  Deadline give_up_by = Deadline::after(kReleaseBudget / 2);
   stop_monitor();
   session_->stop_renewing();
   ConsulClient client(config_);

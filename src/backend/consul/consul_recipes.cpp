@@ -33,7 +33,7 @@ int semaphore_limit(const std::string& value) {
 }
 
 void check_lock_flags(const KvPair& pair) {
-  if (pair.flags != kLockFlags) throw Error("Existing key does not match lock use");
+  if (pair.flags != kLockFlags) throw not_lock_use();
 }
 
 SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix, int limit) {
@@ -42,13 +42,13 @@ SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::strin
   for (const KvPair& p : pairs)
     if (p.key == lock_key(prefix)) lock = &p;
   if (lock) {
-    if (lock->flags != kSemaphoreFlags) throw Error("Existing key does not match semaphore use");
+    if (lock->flags != kSemaphoreFlags) throw not_semaphore_use();
     s.modify_index = lock->modify_index;
     if (!lock->value.empty()) {
       auto j = nlohmann::json::parse(lock->value, nullptr, false);
-      if (!j.is_object()) throw Error("Existing key does not match semaphore use");
+      if (!j.is_object()) throw not_semaphore_use();
       auto stated = limit_of(j);
-      if (!stated) throw Error("Existing key does not match semaphore use");
+      if (!stated) throw not_semaphore_use();
       s.limit = *stated;
       auto holders = j.find("Holders");
       if (holders != j.end() && holders->is_object())
@@ -57,7 +57,7 @@ SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::strin
     }
   }
   if (s.limit != limit)
-    throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", s.limit, limit));
+    throw limit_conflict(s.limit, limit);
   // A holder is alive while its session holds a key under the prefix (its contender key).
   std::erase_if(s.holders, [&](const auto& h) {
     for (const KvPair& p : pairs)

@@ -13,7 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void malformed(const std::string& what) { throw MalformedConsulReply(what); }
+[[noreturn]] void malformed(const std::string& what) { throw MalformedReply(what); }
 
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))

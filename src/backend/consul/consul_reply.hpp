@@ -2,7 +2,7 @@
 // What Consul's HTTP API answers, decoded and checked: pure functions from the bytes of a reply
 // to plain structs, so that no field a recipe relies on counts before it is checked, and so that
 // they can be tested and fuzzed without a server. A reply that does not fit throws
-// MalformedConsulReply saying what is wrong with it ("ModifyIndex missing"); the client puts the
+// MalformedReply saying what is wrong with it ("ModifyIndex missing"); the client puts the
 // agent and the operation in front.
 #include <cstddef>
 #include <cstdint>
@@ -11,14 +11,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/errors.hpp"
 #include "util/error.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
 
-struct MalformedConsulReply : Error {
-  using Error::Error;
-};
 
 
 // A session ID as Consul makes them: a UUID, 8-4-4-4-12 hex digits. Anything else must never

@@ -18,7 +18,7 @@ ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& r
   auto sent = Clock::now();
   try {
     id_ = client_.create_session(request);
-  } catch (const WaitStopped&) {
+  } catch (const Cancelled&) {
     throw Interrupted("interrupted while waiting for the lock");
   }
   client_.no_retry_after();
@@ -33,7 +33,7 @@ ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& r
 
 ConsulSession::~ConsulSession() {
   if (destroyed_) return;
-  Cleanup cleanup(Deadline::after(kCleanupBudget));
+  Cleanup cleanup(Deadline::after(kReleaseBudget));
   if (!destroy(cleanup)) cleanup.report(left_behind());
 }
 

@@ -18,7 +18,7 @@ class ConsulSession {
   // stop (Interrupted).
   ConsulSession(const ConsulConfig& config, const nlohmann::json& request, LeaseTiming timing,
                 Deadline deadline, const Interrupt& interrupt);
-  // Destroys the session within kCleanupBudget if destroy() did not; says so when it cannot.
+  // Destroys the session within kReleaseBudget if destroy() did not; says so when it cannot.
   ~ConsulSession();
   ConsulSession(const ConsulSession&) = delete;
   ConsulSession& operator=(const ConsulSession&) = delete;

@@ -31,11 +31,6 @@ struct EtcdError : Error {
   int code;  // gRPC status code; 5 is NotFound
 };
 
-// A call cut short because its Wake said stop.
-struct Cancelled : Error {
-  using Error::Error;
-};
-
 std::string prefix_end(const std::string& key_prefix);  // the range_end covering key_prefix*
 
 class EtcdClient {

@@ -13,10 +13,6 @@
 
 namespace lk {
 
-// After the child has ended, giving the hold up may take this long at most, even when etcd
-// hangs: past it, the lease is left to expire by itself.
-constexpr std::chrono::seconds kReleaseBudget(3);
-
 class EtcdLease {
  public:
   EtcdLease(const EtcdConfig& config, LeaseTiming timing, std::chrono::milliseconds grant_timeout);

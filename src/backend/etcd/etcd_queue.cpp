@@ -34,10 +34,10 @@ Position position_in(const std::vector<Contender>& queue, std::int64_t my_revisi
     if (c.create_revision >= my_revision) break;
     if (c.limit != my_limit) {
       if (my_limit == 1)
-        throw Error("Existing key does not match lock use (" + printable(c.key) + " is a semaphore's)");
+        throw not_lock_use(printable(c.key) + " is a semaphore's");
       if (c.limit == 1)
-        throw Error("Existing key does not match semaphore use (" + printable(c.key) + " is a lock's)");
-      throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", c.limit, my_limit));
+        throw not_semaphore_use(printable(c.key) + " is a lock's");
+      throw limit_conflict(c.limit, my_limit);
     }
     ++p.ahead;
     p.predecessor = c;

@@ -15,14 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/errors.hpp"
 #include "util/error.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
 
-struct MalformedReply : Error {
-  using Error::Error;
-};
 
 
 // A decimal int64 with an optional '-', nothing else: nullopt for anything else or out of range.

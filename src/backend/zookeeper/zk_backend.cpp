@@ -201,7 +201,7 @@ class Contention {
       if (std::find(children.begin(), children.end(), part) == children.end()) continue;
       auto below = session_.children(child_path(base_, part), false, kRequestTimeout, &wake_);
       if (below && !below->empty())
-        throw Error("Existing key does not match lock use (" + printable(child_path(base_, part)) + " is a semaphore's)");
+        throw not_lock_use(printable(child_path(base_, part)) + " is a semaphore's");
     }
   }
 
@@ -210,7 +210,7 @@ class Contention {
     auto children = session_.children(base_, false, kRequestTimeout, &wake_).value_or(std::vector<std::string>{});
     for (const auto& child : children)
       if (child != "locks" && child != "leases")
-        throw Error("Existing key does not match semaphore use (" + printable(child_path(base_, child)) + " is a lock's)");
+        throw not_semaphore_use(printable(child_path(base_, child)) + " is a lock's");
   }
 
   // Lock users store their limit in their nodes; Curator's nodes say nothing about it.
@@ -220,7 +220,7 @@ class Contention {
       auto node = session_.get(child_path(dir, child), false, kRequestTimeout, &wake_);
       if (!node) continue;
       if (auto owner = parse_node_data(node->data); owner && owner->limit != spec_.limit)
-        throw Error(fmt::format("semaphore limit conflict (lock: {}, local: {})", owner->limit, spec_.limit));
+        throw limit_conflict(owner->limit, spec_.limit);
     }
   }
 
@@ -264,12 +264,12 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
     OwnNode me;
     try {
       me = spec.limit == 1 ? contention.mutex(zk_path(spec.prefix)) : contention.semaphore();
-    } catch (const ZkCancelled&) {
+    } catch (const Cancelled&) {
       wait.throw_why(spec.prefix);  // a request cut short: the wait said why
     }
     verbose("acquired {} (czxid {})", printable(me.path), me.czxid);
     return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix);
-  } catch (const ZkCancelled&) {  // while connecting: only a signal wakes that wait
+  } catch (const Cancelled&) {  // while connecting: only a signal wakes that wait
     throw Interrupted("interrupted while waiting for the lock");
   } catch (const ZkUnreachable&) {
     // A connection cut short by -timeout is the timeout, not a fault of ZooKeeper's.

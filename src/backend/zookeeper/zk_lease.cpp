@@ -9,10 +9,6 @@
 
 namespace lk {
 
-// After the child has ended, giving the hold up may take this long at most, even when ZooKeeper
-// hangs: past it, the session and our node are left to expire by themselves.
-constexpr std::chrono::seconds kReleaseBudget(3);
-
 ZkSession* abandoned;  // see end()
 
 ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested_timeout,
@@ -46,7 +42,7 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
       // our own node also re-arms the watch that reports its deletion at once.
       if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &wake) && !node.empty())
         throw LeaseGone("our node " + printable(node) + " is gone (deleted by hand, or the session expired)");
-    } catch (const ZkCancelled&) {
+    } catch (const Cancelled&) {
       return;
     } catch (const ZkError& e) {
       if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");

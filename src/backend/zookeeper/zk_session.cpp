@@ -133,7 +133,7 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     drain_events();
     for (std::size_t i = 1; i < fds.size(); ++i)
-      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw ZkCancelled("cancelled");
+      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw Cancelled("cancelled");
   }
   guard.s = nullptr;
   const clientid_t* client = zoo_client_id(handle_);
@@ -201,7 +201,7 @@ std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
     auto left = until.left(timeout);
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     bool woken = std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& p) { return p.revents & POLLIN; });
-    if (wake && woken && !wake->keep_going()) throw ZkCancelled("cancelled");
+    if (wake && woken && !wake->keep_going()) throw Cancelled("cancelled");
   }
   if (unanswered(reply->rc)) throw ZkUnreachable(where() + what + ": " + zerror(reply->rc));
   if (reply->rc == ZSESSIONEXPIRED || reply->rc == ZINVALIDSTATE)

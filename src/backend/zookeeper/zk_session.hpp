@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/errors.hpp"
 #include "net/wake.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
@@ -29,10 +30,6 @@ struct ZkError : Error {
 // No answer (connection lost, request timed out): worth asking again while the session lives.
 struct ZkUnreachable : NetworkError {
   using NetworkError::NetworkError;
-};
-// The wait for an answer was cut short by one of the Wake's descriptors.
-struct ZkCancelled : Error {
-  using Error::Error;
 };
 
 struct ZkNode {
@@ -66,7 +63,7 @@ class ZkSession {
   void set_listener(Listener listener);
 
   // Each returns once ZooKeeper answered, or throws: ZkError for an error code (but see the
-  // optional results), ZkUnreachable when no answer comes within `timeout`, ZkCancelled when
+  // optional results), ZkUnreachable when no answer comes within `timeout`, Cancelled when
   // `wake` says stop. `watch` leaves a one-time watch that fires through events_fd/listener.
   std::string create(const std::string& path, const std::string& data, int flags,
                      std::chrono::milliseconds timeout, Stat* stat = nullptr,
