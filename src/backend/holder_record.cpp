@@ -105,4 +105,21 @@ HolderRecord HolderRecord::from_json(const std::string& text) {
   return r;
 }
 
+HolderRecord HolderRecord::from_value(const std::string& prefix, const std::string& value,
+                                      const std::string& unnamed) {
+  try {
+    return from_json(value);
+  } catch (const Error&) {
+    return named(prefix, value, unnamed);
+  }
+}
+
+HolderRecord HolderRecord::named(const std::string& prefix, const std::string& value,
+                                 const std::string& unnamed) {
+  HolderRecord r;
+  r.prefix = prefix;
+  r.name = value.empty() ? unnamed : value;
+  return r;
+}
+
 }  // namespace lk

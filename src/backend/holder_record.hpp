@@ -20,6 +20,14 @@ struct HolderRecord {
   // prefers: any bytes come back as they were (see util/json_text.hpp).
   std::string to_json() const;
   static HolderRecord from_json(const std::string& text);  // throws Error when malformed
+  // What a peer stored beside its hold: a record of lock's, or, for anything else (consul lock
+  // and etcdctl store nothing, -value may be anything), named(prefix, value, unnamed).
+  static HolderRecord from_value(const std::string& prefix, const std::string& value,
+                                 const std::string& unnamed);
+  // A holder known only by what it stored, or by `unnamed` when that is empty (escaped where
+  // shown, like every name).
+  static HolderRecord named(const std::string& prefix, const std::string& value,
+                            const std::string& unnamed);
   // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid
   // and no host (not written yet, unreadable, another program's) says so instead of "pid 0 on  since".
   std::string who() const;

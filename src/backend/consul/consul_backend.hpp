@@ -1,5 +1,5 @@
 #pragma once
-// The Consul backend: Consul's lock and semaphore recipes (consul_recipes.hpp) on a session
+// The Consul backend: Consul's lock and semaphore recipes (consul_layout.hpp) on a session
 // kept by LeaseKeeper, so that lock and `consul lock` share a prefix.
 #include <chrono>
 #include <optional>

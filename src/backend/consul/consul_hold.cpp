@@ -3,7 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
-#include "backend/consul/consul_recipes.hpp"
+#include "backend/consul/consul_layout.hpp"
 #include "backend/consul/wait_index.hpp"
 #include "util/log.hpp"
 

@@ -63,14 +63,7 @@ Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max
 }
 
 HolderRecord record_of(const std::string& prefix, const Contender& c) {
-  HolderRecord r;
-  try {
-    r = HolderRecord::from_json(c.value);
-  } catch (const Error&) {
-    // etcdctl's keys are empty; -value may be anything.
-    r.prefix = prefix;
-    r.name = c.value.empty() ? c.key : c.value;
-  }
+  HolderRecord r = HolderRecord::from_value(prefix, c.value, c.key);  // etcdctl's are empty
   r.token = static_cast<std::uint64_t>(c.create_revision);
   return r;
 }

@@ -238,14 +238,10 @@ class Contention {
 };
 
 HolderRecord record_of(const std::string& prefix, const std::optional<ZkNode>& node) {
-  HolderRecord r;
   auto owner = node ? parse_node_data(node->data) : std::nullopt;
-  if (owner) {
-    r = owner->record;
-  } else {
-    r.prefix = prefix;
-    r.name = node && !node->data.empty() ? node->data : "a Curator client or another program";
-  }
+  HolderRecord r = owner ? owner->record
+                         : HolderRecord::named(prefix, node ? node->data : "",
+                                               "a Curator client or another program");
   if (node) r.token = static_cast<std::uint64_t>(node->stat.czxid);
   return r;
 }

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "backend/consul/consul_recipes.hpp"
+#include "backend/consul/consul_layout.hpp"
 
 using namespace lk;
 

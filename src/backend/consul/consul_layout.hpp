@@ -1,6 +1,7 @@
 #pragma once
-// Consul's own lock and semaphore recipes (api.Lock and api.Semaphore of its Go client), step
-// for step where it shows in the KV store, so that `consul lock` and lock share a prefix:
+// Where Consul's own lock and semaphore recipes (api.Lock and api.Semaphore of its Go client)
+// show in the KV store, exactly, so that `consul lock` and lock share a prefix (the wait loops
+// themselves are in consul_recipe.hpp):
 //
 //   -n 1  the key <prefix>/.lock, flags kLockFlags, acquired with a session whose behaviour is
 //         release; the holder is whoever's session holds it.

@@ -1,4 +1,4 @@
-#include "backend/consul/consul_recipes.hpp"
+#include "backend/consul/consul_layout.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,153 @@
+#include "backend/consul/consul_recipe.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "backend/consul/consul_cleanup.hpp"
+#include "backend/consul/consul_hold.hpp"
+#include "backend/consul/consul_layout.hpp"
+#include "cli/duration.hpp"
+#include "util/log.hpp"
+#include "util/printable.hpp"
+
+namespace lk {
+namespace {
+
+using std::chrono::milliseconds;
+
+// api.Lock's pause after a failed acquire of a free key: a lock-delay is in force.
+constexpr std::chrono::seconds kLockRetryTime{5};
+
+// Consul's lock-delay would keep others off a lock's key a while longer after the session ends,
+// but it lives in each server's memory and does not survive a restart: the child's time is
+// counted from the TTL alone.
+std::unique_ptr<ConsulSession> open_session(const ConsulBackendConfig& config, const LockSpec& spec,
+                                            Deadline deadline, const Interrupt& interrupt) {
+  nlohmann::json request = {{"Name", spec.session_name},
+                            {"TTL", format_go_duration(config.session.ttl)},
+                            {"LockDelay", format_go_duration(config.lock_delay)},
+                            {"Behavior", spec.limit == 1 ? "release" : "delete"}};
+  return std::make_unique<ConsulSession>(config.client, request, config.session.timing(), deadline,
+                                         interrupt);
+}
+
+}  // namespace
+
+ConsulContention::ConsulContention(const ConsulBackendConfig& config, const LockSpec& spec,
+                                   Deadline deadline, const Interrupt& interrupt)
+    : config_(config),
+      spec_(spec),
+      interrupt_(interrupt),
+      session_(open_session(config, spec, deadline, interrupt)),
+      client_(config.client),
+      value_(config.session.value.value_or(
+          HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json())),
+      wait_(deadline, interrupt, session_->keeper()),
+      wake_(wait_.wake()) {
+  client_.wait_out_retry_after(deadline, &wake_);
+}
+
+void ConsulContention::give_up() {
+  Cleanup cleanup(Deadline::after(kReleaseBudget));
+  if (spec_.limit > 1) {
+    client_.limit(cleanup.until(), kCleanupRequestTimeout);
+    client_.no_retry_after();
+    // The session's destruction deletes our contender key all the same.
+    cleanup.run([&] { leave_semaphore(client_, spec_.prefix, spec_.limit, session_->id()); },
+                Deadline::after(kReleaseBudget / 2));
+  }
+  if (!session_->destroy(cleanup)) cleanup.report(session_->left_behind());
+  wait_.throw_why(spec_.prefix);
+}
+
+KvRead ConsulContention::read(const std::string& key, bool recurse, WaitIndex& waits,
+                              milliseconds& pause) {
+  auto sent = Clock::now();
+  KvRead r = client_.get(key, recurse, waits.index(), false, &wake_);
+  pause = waits.answered(r.index, fingerprint(r.pairs),
+                         std::chrono::duration_cast<milliseconds>(Clock::now() - sent));
+  return r;
+}
+
+std::unique_ptr<Hold> ConsulContention::lock() {
+  const std::string& id = session_->id();
+  std::string key = lock_key(spec_.prefix);
+  WaitIndex waits;
+  for (;;) {
+    if (!wait_.keep_going()) give_up();
+    milliseconds pause;
+    KvRead r = read(key, false, waits, pause);
+    const KvPair* pair = r.pairs.empty() ? nullptr : &r.pairs[0];
+    if (pair) check_lock_flags(*pair);
+    if (pair && !pair->session.empty() && pair->session != id) {
+      verbose("{} is held by session {}; waiting", key, printable(pair->session));
+      interrupt_.queued();  // a lock's contenders keep no place in line: waiting is all
+      wait_.pause(pause);
+      continue;
+    }
+    if (client_.acquire(key, value_, kLockFlags, id)) {
+      // Read back from the leader: only a key our session really holds counts. The fencing
+      // token is the key's ModifyIndex, the Raft index of our acquire, which never goes back.
+      // Not its LockIndex: that starts over at 1 once .lock is deleted (by the last one out, as
+      // consul lock does too) and made again.
+      KvRead held = client_.get(key, false, 0, true);
+      if (!held.pairs.empty() && held.pairs[0].session == id) {
+        verbose("acquired {} (ModifyIndex {}, LockIndex {}) with session {}", key,
+                held.pairs[0].modify_index, held.pairs[0].lock_index, id);
+        return std::make_unique<ConsulHold>(
+            config_.client, std::move(session_),
+            ConsulHoldSpec{spec_.prefix, 1, key, held.pairs[0].modify_index});
+      }
+      verbose("Consul said {} was acquired, but our session does not hold it; looking again", key);
+      wait_.pause(waits.stalled());
+      continue;
+    }
+    // Refused: someone else was quicker (wait on them), or a lock-delay is in force.
+    waits.stalled();
+    KvRead again = client_.get(key, false);
+    waits.answered(again.index, fingerprint(again.pairs), milliseconds(0));
+    if (!again.pairs.empty() && !again.pairs[0].session.empty()) continue;
+    verbose("{} is free but a lock-delay is in force; trying again in {}s", key, kLockRetryTime.count());
+    wait_.pause(kLockRetryTime);
+    waits.stalled();
+  }
+}
+
+std::unique_ptr<Hold> ConsulContention::semaphore() {
+  const std::string& id = session_->id();
+  std::string contender = spec_.prefix + "/" + id;
+  if (!client_.acquire(contender, value_, kSemaphoreFlags, id))
+    throw Error("failed to make contender entry " + contender);
+  interrupt_.queued();
+  WaitIndex waits;
+  for (;;) {
+    if (!wait_.keep_going()) give_up();
+    milliseconds pause;
+    KvRead r = read(semaphore_keys(spec_.prefix), true, waits, pause);
+    SemaphoreState s = read_semaphore(r.pairs, spec_.prefix, spec_.limit);
+    if (static_cast<int>(s.holders.size()) >= s.limit) {
+      verbose("all {} slots of {} are taken; waiting", s.limit, spec_.prefix);
+      wait_.pause(pause);
+      continue;
+    }
+    s.holders[id] = true;
+    if (!client_.put_cas(lock_key(spec_.prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) {
+      wait_.pause(waits.stalled());  // someone else changed it first: look again
+      continue;
+    }
+    // Read back from the leader: only a slot that the recipe's own rules count as ours is one
+    // (our session among the holders, and holding our contender key).
+    KvRead held = client_.get(semaphore_keys(spec_.prefix), true, 0, true);
+    SemaphoreState now = read_semaphore(held.pairs, spec_.prefix, spec_.limit);
+    if (!now.holders.contains(id)) {
+      verbose("Consul took our slot of {}, but the holders it lists do not include us; looking again", spec_.prefix);
+      wait_.pause(waits.stalled());
+      continue;
+    }
+    verbose("took a slot of {} ({} of {} held) with session {}", spec_.prefix, now.holders.size(),
+            now.limit, id);
+    return std::make_unique<ConsulHold>(config_.client, std::move(session_),
+                                        ConsulHoldSpec{spec_.prefix, spec_.limit, contender, now.modify_index});
+  }
+}
+
+}  // namespace lk
