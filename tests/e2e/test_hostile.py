@@ -298,13 +298,18 @@ class KilledWatchdogTest(HostileCase):
             data += chunk
         return data.decode()
 
+    # What an attacker's child runs: it kills whatever process named lock-watchdog is its parent
+    # or its parent's child, as a child of any build of lock can find it, through /proc alone.
+    KILL_WATCHDOG = ("for p in $PPID $(cat /proc/$PPID/task/*/children); do "
+                     "[ \"$(cat /proc/$p/comm)\" = lock-watchdog ] && kill -KILL $p; done")
+
     def test_a_child_that_kills_its_watchdog_and_then_a_killed_lock_leave_nothing_running(self):
         # The daemon holds no descriptor of the lock's: once the watchdog is gone, only lock can
         # find it, and lock is killed the moment it has said why it stops.
         daemon, child = self.path("daemon"), self.path("child")
         holder = self.start_lock("p", f"{DAEMONIZE} {daemon}; echo $$ > {child}; "
                                       f"while [ ! -e {self.path('go')} ]; do sleep 0.01; done; "
-                                      "kill -KILL $PPID; sleep 1000")
+                                      f"{self.KILL_WATCHDOG}; sleep 1000")
         daemon_pid = int(self.wait_file("daemon", "\n"))
         child_pid = int(self.wait_file("child", "\n"))
         self.kill_later(daemon_pid)
@@ -320,11 +325,12 @@ class KilledWatchdogTest(HostileCase):
         self.release("go")
         said = self.read_line(holder.stderr, 5)
         holder.kill()
-        _, rest = holder.communicate(timeout=10 * SLOW)
+        holder.wait(timeout=10 * SLOW)
+        self.assertTrue(wait_until(lambda: not pid_alive(daemon_pid) and not pid_alive(child_pid), 2),
+                        f"the first tree outlived its lock, which said {said!r}")
+        rest = holder.stderr.read()  # at its end: nothing of the tree holds the pipe any more
         self.assertRegex(said, r"^lock: lock's watchdog \(pid \d+\) was killed by SIGKILL; [^\n]*\n$")
         self.assertEqual(rest, "", "more than one line")
-        wait_for(lambda: not pid_alive(daemon_pid) and not pid_alive(child_pid), 2.0,
-                 "the first tree to die")
         code, out, err = self.finish_bounded(second, 10)
         self.assertEqual((code, out, err), (0, "dead\ndead\n", ""))
         self.assertEqual(self.prefixes_left(), [])

@@ -1,5 +1,6 @@
 #pragma once
-// The etcd backend: acquires with the queue of etcd_queue.hpp on a lease kept by LeaseKeeper.
+// The etcd backend: acquires with etcd's mutex recipe (etcd_recipe.hpp) on a lease kept by
+// LeaseKeeper.
 #include <chrono>
 #include <optional>
 
@@ -22,8 +23,6 @@ class EtcdBackend : public Backend {
                                 const Interrupt& interrupt) override;
 
  private:
-  std::unique_ptr<Hold> queue_and_wait(const LockSpec& spec, Deadline deadline,
-                                       const Interrupt& interrupt);
   EtcdBackendConfig config_;
 };
 

@@ -7,7 +7,7 @@
 #include "backend/backend.hpp"
 #include "backend/lease/leased_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
-#include "backend/etcd/etcd_queue.hpp"
+#include "backend/etcd/etcd_layout.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {

@@ -1,5 +1,6 @@
 #pragma once
-// The queue of contenders under an etcd prefix, and where one contender stands in it.
+// The queue of contenders under an etcd prefix, and where one contender stands in it (the wait
+// for a turn in it is etcd_recipe.hpp).
 //
 // Every contender puts one key under "<prefix>/", attached to its lease; create revisions order
 // the queue. A lock (-n 1) uses etcd's own mutex layout, "<prefix>/<lease ID in hex>", so that
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "backend/etcd/etcd_client.hpp"
+#include "backend/holder_record.hpp"
 
 namespace lk {
 
@@ -38,6 +40,10 @@ std::string contender_key(const std::string& prefix, std::int64_t lease, int lim
 // nullopt for keys below "<prefix>/" that belong to a longer prefix ("<prefix>/a/b"), and for
 // keys not below it at all.
 std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv);
+
+// Who a contender is, as its key's value says (a record of lock's, or etcdctl's empty value), with
+// its create revision as the fencing token.
+HolderRecord record_of(const std::string& prefix, const Contender& c);
 
 struct Position {
   int ahead = 0;                         // contenders ahead of us

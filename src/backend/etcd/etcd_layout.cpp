@@ -1,4 +1,4 @@
-#include "backend/etcd/etcd_queue.hpp"
+#include "backend/etcd/etcd_layout.hpp"
 
 #include <fmt/format.h>
 
@@ -11,6 +11,12 @@ namespace lk {
 std::string contender_key(const std::string& prefix, std::int64_t lease, int limit) {
   if (limit == 1) return fmt::format("{}/{:x}", prefix, lease);
   return fmt::format("{}/sem{}-{:x}", prefix, limit, lease);
+}
+
+HolderRecord record_of(const std::string& prefix, const Contender& c) {
+  HolderRecord r = HolderRecord::from_value(prefix, c.value, c.key);  // etcdctl's are empty
+  r.token = static_cast<std::uint64_t>(c.create_revision);
+  return r;
 }
 
 std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv) {

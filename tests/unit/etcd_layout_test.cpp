@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "backend/etcd/etcd_queue.hpp"
+#include "backend/etcd/etcd_layout.hpp"
 #include "backend/lease/lease_keeper.hpp"
 
 using namespace lk;

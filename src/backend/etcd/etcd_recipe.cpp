@@ -1,0 +1,223 @@
+#include "backend/etcd/etcd_recipe.hpp"
+
+#include "backend/etcd/etcd_hold.hpp"
+#include "backend/etcd/etcd_lease.hpp"
+#include "backend/lease/backoff.hpp"
+#include "backend/lease/lease_wait.hpp"
+#include "util/base64.hpp"
+#include "util/log.hpp"
+#include "util/printable.hpp"
+
+namespace lk {
+namespace {
+
+using nlohmann::json;
+
+// Where the queue is: every key under "<prefix>/", [from, to).
+struct QueueRange {
+  explicit QueueRange(const std::string& prefix) : from(prefix + "/"), to(prefix_end(from)) {}
+  // The read of all of it, oldest first.
+  json request(bool with_values) const {
+    return {{"key", base64_encode(from)},
+            {"range_end", base64_encode(to)},
+            {"sort_order", "ASCEND"},
+            {"sort_target", "CREATE"},
+            {"keys_only", !with_values}};
+  }
+  std::string from, to;
+};
+
+// The contenders of `reply` (keys in create-revision order), up to `max_revision` when not 0.
+Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t max_revision) {
+  Queue q;
+  q.revision = reply.revision;
+  for (const KeyValue& kv : reply.kvs) {
+    if (max_revision && kv.create_revision > max_revision) break;
+    if (auto c = parse_contender(prefix, kv)) q.contenders.push_back(std::move(*c));
+  }
+  return q;
+}
+
+// How one look at the queue ended.
+enum class Turn {
+  held,     // fewer than the limit ahead of us
+  changed,  // something that may let us in happened: look again at once
+  quiet,    // the watch ended (or was cut short) with no such news
+  behind,   // the watch began behind etcd's revision, so etcd would be slow to tell us
+};
+
+// How many looks in a row may end `behind` before we keep such a watch all the same: on an etcd
+// that others write to all the time, every watch is made behind, and reading again would never
+// end.
+constexpr int kLooksBehind = 3;
+
+// waitDeletes, one look at the queue `q`, as just read: we hold, or we wait on one watch until
+// something that may let us in happens, the stream ends, or `wake` says stop.
+//
+// The watch starts just after the revision `q` was read at, so that nothing that happens after
+// the read is missed. But when etcd has moved past that revision by the time the watch is made
+// (any write moves it on: a contender that came or went, or a key anywhere else), etcd serves the
+// watch from its history, which it looks through only every 100 ms, until the watch has caught
+// up: a release in that time reaches us up to 100 ms late, and the whole queue waits that long.
+// The message that says the watch is made carries etcd's revision (read just before etcd made it:
+// a write in between goes unseen, and that watch lags); unless `may_lag`, a watch made behind
+// ends there (`behind`), and we read the queue again, which is quicker.
+Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
+               const Wake& wake, bool may_lag) {
+  if (q.contenders.empty() || q.contenders.back().key != me.key ||
+      q.contenders.back().create_revision != me.create_revision)
+    throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
+  Position pos = position_in(q.contenders, me.create_revision, spec.limit);
+  if (pos.ahead < spec.limit) {
+    verbose("acquired {} (revision {}): {} ahead of us, {} allowed", me.key, me.create_revision,
+            pos.ahead, spec.limit);
+    return Turn::held;
+  }
+  bool head = spec.limit > 1 && pos.ahead == spec.limit;
+  json watch;
+  if (head) {
+    std::string from = spec.prefix + "/";
+    watch = {{"key", base64_encode(from)}, {"range_end", base64_encode(prefix_end(from))},
+             {"filters", {"NOPUT"}}, {"prev_kv", true}};
+  } else {
+    watch = {{"key", base64_encode(pos.predecessor->key)}};
+  }
+  watch["start_revision"] = std::to_string(q.revision + 1);
+  verbose("waiting with {} ahead of us; {}", pos.ahead,
+          head ? "first in line, so any holder's release lets us in"
+               : "behind " + printable(pos.predecessor->key) + " (" +
+                     printable(record_of(spec.prefix, *pos.predecessor).name) + ")");
+  Turn turn = Turn::quiet;
+  client.watch(watch, [&](const WatchMessage& m) {
+    if (m.created && !m.canceled && m.revision > q.revision && !may_lag) {
+      verbose("etcd is at revision {} already, past the queue we read: reading it again", m.revision);
+      turn = Turn::behind;
+      return false;
+    }
+    for (const WatchEvent& event : m.events) {
+      bool changed;
+      if (head)  // a key ahead of us went (a deleted key's create revision is in its prev_kv)
+        changed = event.deleted && (!event.prev_kv || event.prev_kv->create_revision < me.create_revision);
+      else
+        changed = event.deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
+      if (changed) {
+        turn = Turn::changed;
+        return false;
+      }
+    }
+    if (m.canceled && m.compact_revision == 0)
+      throw EtcdError(client.where("watch") + "etcd ended it: " +
+                      (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+    if (m.canceled) turn = Turn::changed;  // compacted away: read the queue again
+    return !m.canceled;
+  }, wake);
+  return turn;
+}
+
+// The put of our key on our lease.
+json put_of(const Contender& me, std::int64_t lease_id) {
+  return {{"key", base64_encode(me.key)},
+          {"value", base64_encode(me.value)},
+          {"lease", std::to_string(lease_id)}};
+}
+
+// Mutex.tryAcquire, as etcd's mutex does it: put only if absent, and read the queue in the same
+// transaction. A put that timed out may still have been applied; its retry then finds our key
+// and its revision instead of queueing twice. Either way the queue read must hold our key on our
+// lease: it shows the key is ours, with a real revision. Sets `me`'s create revision; returns
+// the queue as the transaction read it.
+Queue try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spec, Contender& me,
+                  std::chrono::milliseconds timeout) {
+  json kv = put_of(me, lease_id);
+  QueueRange range(spec.prefix);
+  json read = {{"request_range", range.request(verbose_enabled())}};
+  json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
+                            {"result", "EQUAL"}}}},
+              {"success", {{{"request_put", kv}}, read}},
+              {"failure", {read}}};
+  QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, timeout, [&](std::string_view body) {
+    return decode_queue_txn(body, me.key, lease_id, range.from, range.to);
+  });
+  me.create_revision = queued.create_revision;
+  verbose("queued as {} (revision {})", me.key, me.create_revision);
+  return queue_of(spec.prefix, queued.queue, me.create_revision);
+}
+
+}  // namespace
+
+Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
+                 bool with_values, const Wake* wake) {
+  QueueRange range(prefix);
+  json request = range.request(with_values);
+  if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
+  RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
+                                 [&](std::string_view body) {
+                                   RangeReply r = decode_range(body, range.from, range.to);
+                                   check_create_order(r.kvs);
+                                   if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
+                                     throw MalformedReply("a key created after the revision asked for");
+                                   return r;
+                                 }, wake);
+  return queue_of(prefix, reply, max_revision);
+}
+
+std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,
+                                 Deadline deadline, const Interrupt& interrupt) {
+  LeaseTiming timing = config.lease.timing();
+  // -timeout bounds the whole wait, the requests before it included.
+  auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
+  auto lease = std::make_unique<EtcdLease>(config.client, timing, budget());
+  EtcdClient& client = lease->client();
+
+  HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
+  Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
+               config.lease.value.value_or(record.to_json())};
+  // The first look at the queue is the transaction's own read of it.
+  std::optional<Queue> known = try_acquire(client, lease->id(), spec, me, budget());
+  interrupt.queued();
+
+  LeaseWait wait(deadline, interrupt, lease->keeper());
+  Backoff backoff;
+  int quick_news = 0;  // looks in a row whose watch brought news as soon as it opened
+  int behind = 0;      // looks in a row whose watch began behind etcd
+  while (wait.keep_going()) {
+    std::chrono::milliseconds pause;
+    try {
+      auto opened = Clock::now();
+      Wake wake = wait.wake();
+      Queue q = known ? std::move(*known)
+                      : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+      known.reset();
+      Turn turn = wait_deletes(client, spec, me, q, wake, behind == kLooksBehind);
+      behind = turn == Turn::behind ? behind + 1 : 0;
+      if (turn == Turn::behind) continue;
+      if (turn == Turn::held) {
+        // Written again so that the waiter just behind us learns that we hold (etcd_layout.hpp).
+        if (spec.limit > 1)
+          client.call("put", "/v3/kv/put", put_of(me, lease->id()), std::chrono::seconds(5), decode_header);
+        return std::make_unique<EtcdHold>(config.client, std::move(lease), me, spec.prefix, q.revision);
+      }
+      // A watch that lasted: look again at once. News that came at once: look again at once,
+      // the first time; a server that has news each time at once, or ends each watch at once,
+      // is asked again only after a backoff.
+      bool lasted = Clock::now() - opened >= backoff.cap();
+      quick_news = turn == Turn::changed && !lasted ? quick_news + 1 : 0;
+      if (lasted) backoff.reset();
+      if (lasted || quick_news == 1) continue;
+      pause = backoff.next();
+    } catch (const Cancelled&) {
+      continue;  // the wait is over: keep_going() says why
+    } catch (const NetworkError& e) {
+      // The lease lives on while the keeper can renew it; the queue is read again once etcd
+      // answers, or when the server said it would.
+      pause = backoff.next();
+      if (auto* busy = dynamic_cast<const ServerUnavailable*>(&e); busy && busy->retry_after)
+        pause = std::max<std::chrono::milliseconds>(pause, *busy->retry_after);
+      verbose("{}; trying again in {}ms", e.what(), pause.count());
+    }
+    wait.pause(pause);
+  }
+  wait.throw_why(spec.prefix);
+}
+
+}  // namespace lk

@@ -1,0 +1,31 @@
+#pragma once
+// etcd's mutex recipe (clientv3/concurrency's Mutex.Lock: tryAcquire, then waitDeletes), on the
+// queue etcd_layout.hpp lays out and argues safe, for a lock and for a semaphore alike: one
+// function per routine, on a lease of the contention's own.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/etcd/etcd_backend.hpp"
+#include "backend/etcd/etcd_client.hpp"
+#include "backend/etcd/etcd_layout.hpp"
+
+namespace lk {
+
+struct Queue {
+  std::vector<Contender> contenders;  // by create revision
+  std::int64_t revision = 0;          // the store's revision when it was read
+};
+
+// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
+Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
+                 bool with_values, const Wake* wake = nullptr);
+
+// Mutex.Lock: queues our key on a new lease and waits until fewer than the limit are ahead of
+// it. Returns the hold; throws what ended the wait otherwise (LeaseWait::throw_why).
+std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,
+                                 Deadline deadline, const Interrupt& interrupt);
+
+}  // namespace lk
