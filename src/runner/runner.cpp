@@ -59,15 +59,65 @@ std::string env_value(const EnvVars& env, const std::string& key) {
   return "";
 }
 
-}  // namespace
+// Tells systemd and -verbose what we hold.
+void announce_hold(SystemdNotify& systemd, const std::string& what, const EnvVars& env) {
+  systemd.status("holding " + what + ", token " + env_value(env, "LOCK_FENCING_TOKEN"));
+  if (!verbose_enabled()) return;
+  std::string vars;
+  for (const auto& [k, v] : env) vars += (vars.empty() ? "" : " ") + k + "=" + v;
+  verbose("acquired the lock; {}", vars);
+}
 
-int run(const Options& o) {
-  // Children we had before the child, inherited across the exec that started us, are not of its
-  // tree: read before the watchdog is one of them. Without /proc, a scan finds them (when any).
+// Children we had before the child, inherited across the exec that started us, are not of its
+// tree. Without /proc, a scan finds them (when any).
+std::set<pid_t> children_before_ours() {
   auto inherited = listed_children();
   if (!inherited && have_children()) inherited = scanned_children();
   std::set<pid_t> foreign;
   for (pid_t pid : inherited.value_or(std::vector<pid_t>{})) foreign.insert(pid);
+  return foreign;
+}
+
+// The hold, unless a stop signal (`stop_signal()`, 0 for none) came first or meanwhile.
+std::unique_ptr<Hold> take_hold(Backend& backend, const LockSpec& spec, Deadline deadline,
+                                const Interrupt& interrupt, SystemdNotify& systemd,
+                                const std::function<int()>& stop_signal) {
+  std::unique_ptr<Hold> hold;
+  try {
+    hold = backend.acquire(spec, deadline, interrupt);
+  } catch (const Interrupted&) {
+    std::string why = "interrupted by " + signal_name(stop_signal()) + " while waiting for the lock";
+    systemd.stopping("stopping: " + why);
+    throw Interrupted(why);
+  }
+  if (int sig = stop_signal()) {
+    systemd.stopping("stopping: interrupted by " + signal_name(sig));
+    hold->release();
+    throw Interrupted("interrupted by " + signal_name(sig) + " as the lock was acquired; released it");
+  }
+  return hold;
+}
+
+// What became of the child, when it is more than its exit status says.
+void report(const RunResult& result, const std::string& program) {
+  if (result.not_run && result.lost)
+    fmt::print(stderr, "lock: lock lost before the child started: {}; did not run {}\n",
+               *result.lost, program);
+  else if (result.not_run)
+    fmt::print(stderr, "lock: did not run {}: {}\n", program, *result.not_run);
+  else if (result.lost)
+    fmt::print(stderr, "lock: lock lost: {}; the child {}\n", *result.lost,
+               result.ended_unstopped ? "had ended by itself" : "was stopped");
+  if (result.unguarded) fmt::print(stderr, "lock: {}\n", *result.unguarded);
+  if (result.exec_error)
+    fmt::print(stderr, "lock: cannot run {}: {}\n", program, std::strerror(result.exec_error));
+}
+
+}  // namespace
+
+int run(const Options& o) {
+  // Read before the watchdog is one of them.
+  std::set<pid_t> foreign = children_before_ours();
   // First, while nothing is open but what we were started with (see Watchdog()).
   auto argv = child_argv(o.child, o.shell);
   Watchdog watchdog({argv, o.pass_stdin, o.kill_after});
@@ -104,28 +154,13 @@ int run(const Options& o) {
                         if (o.ready_when_queued) systemd.ready();
                       }};
   Deadline deadline = o.timeout.count() ? Deadline::after(o.timeout) : Deadline::never();
-  std::unique_ptr<Hold> hold;
-  try {
-    hold = backend->acquire(spec, deadline, interrupt);
-  } catch (const Interrupted&) {
-    std::string why = "interrupted by " + signal_name(stop_signal) + " while waiting for the lock";
-    systemd.stopping("stopping: " + why);
-    throw Interrupted(why);
-  }
-  if (stop_requested()) {
-    systemd.stopping("stopping: interrupted by " + signal_name(stop_signal));
-    hold->release();
-    throw Interrupted("interrupted by " + signal_name(stop_signal) +
-                      " as the lock was acquired; released it");
-  }
+  std::unique_ptr<Hold> hold = take_hold(*backend, spec, deadline, interrupt, systemd, [&] {
+    stop_requested();
+    return stop_signal;
+  });
   auto env = hold->child_env();
   interrupt.queued();  // -ready=wait, when nobody was in the way
-  systemd.status("holding " + what + ", token " + env_value(env, "LOCK_FENCING_TOKEN"));
-  verbose("acquired the lock; {}", [&] {
-    std::string vars;
-    for (const auto& [k, v] : env) vars += (vars.empty() ? "" : " ") + k + "=" + v;
-    return vars;
-  }());
+  announce_hold(systemd, what, env);
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
@@ -144,17 +179,7 @@ int run(const Options& o) {
   hold->release();
   verbose("released the lock");
 
-  if (result.not_run && result.lost)
-    fmt::print(stderr, "lock: lock lost before the child started: {}; did not run {}\n",
-               *result.lost, argv.front());
-  else if (result.not_run)
-    fmt::print(stderr, "lock: did not run {}: {}\n", argv.front(), *result.not_run);
-  else if (result.lost)
-    fmt::print(stderr, "lock: lock lost: {}; the child {}\n", *result.lost,
-               result.ended_unstopped ? "had ended by itself" : "was stopped");
-  if (result.unguarded) fmt::print(stderr, "lock: {}\n", *result.unguarded);
-  if (result.exec_error)
-    fmt::print(stderr, "lock: cannot run {}: {}\n", argv.front(), std::strerror(result.exec_error));
+  report(result, argv.front());
   return exit_code(result, o);
 }
 

@@ -1,70 +1,222 @@
 #include "backend/zookeeper/zk_recipe.hpp"
 
-#include <fmt/format.h>
+#include <poll.h>
 
 #include <algorithm>
-#include <limits>
-#include <nlohmann/json.hpp>
-#include <random>
 
-#include "util/error.hpp"
+#include "backend/zookeeper/zk_layout.hpp"
+#include "util/log.hpp"
+#include "util/printable.hpp"
 
 namespace lk {
+namespace {
 
-std::string zk_path(const std::string& prefix) { return "/" + prefix; }
+// A watch that should have fired but did not (it cannot be lost, but a look costs little).
+constexpr int kLookAgainMs = 10'000;
+// How often a node's container parents are made again when the server reaps them meanwhile.
+constexpr int kParentRounds = 5;
 
-std::string new_protection_id() {
-  std::random_device device;
-  std::uniform_int_distribution<unsigned> byte(0, 255);
-  unsigned char b[16];
-  for (auto& x : b) x = static_cast<unsigned char>(byte(device));
-  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4, as UUID.randomUUID()
-  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
-  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                     b[12], b[13], b[14], b[15]);
+}  // namespace
+
+std::string child_path(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+ZkContention::ZkContention(ZkLease& lease, LeaseWait& wait, const LockSpec& spec,
+                           const Interrupt& interrupt, const std::optional<std::string>& value)
+    : lease_(lease), session_(lease.session()), wait_(wait), spec_(spec), interrupt_(interrupt),
+      base_(zk_path(spec.prefix)),
+      data_(value.value_or(node_data(HolderRecord::for_this_process(spec.prefix, spec.session_name), spec.limit))) {}
+
+OwnNode ZkContention::mutex(const std::string& dir) {
+  OwnNode me = create_protected(dir, kLockName);
+  watch(me.path);
+  queued();
+  std::string name = me.path.substr(dir.size() + 1);
+  while (keep_going()) {
+    try {
+      auto children = session_.children(dir, false, kZkRequestTimeout, &wake_);
+      auto sorted = curator_sorted(children.value_or(std::vector<std::string>{}), kLockName);
+      if (dir == base_) refuse_semaphore_layout(sorted);
+      auto at = std::find(sorted.begin(), sorted.end(), name);
+      if (at == sorted.end()) vanished(me.path);
+      if (at == sorted.begin()) return me;
+      std::string ahead = child_path(dir, *(at - 1));
+      verbose("waiting behind {} ({} ahead of us)", printable(ahead), at - sorted.begin());
+      session_.drain_events();
+      if (session_.exists(ahead, true, kZkRequestTimeout, &wake_)) wait_for_event();
+      backoff_.reset();
+    } catch (const ZkUnreachable& e) {
+      retry_later(e);
+    }
+  }
+  wait_.throw_why(spec_.prefix);
 }
 
-std::string protected_name(const std::string& id, std::string_view name) {
-  return "_c_" + id + "-" + std::string(name);
-}
-
-std::optional<std::string> find_protected(const std::vector<std::string>& children, const std::string& id) {
-  std::string start = "_c_" + id + "-";
-  for (const auto& child : children)
-    if (child.starts_with(start)) return child;
-  return std::nullopt;
-}
-
-std::vector<std::string> curator_sorted(std::vector<std::string> children, std::string_view name) {
-  auto key = [name](const std::string& child) {
-    auto at = child.rfind(name);
-    return at == std::string::npos ? std::string_view(child) : std::string_view(child).substr(at + name.size());
-  };
-  std::stable_sort(children.begin(), children.end(),
-                   [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
-  return children;
-}
-
-std::string node_data(const HolderRecord& record, int limit) {
-  auto j = nlohmann::json::parse(record.to_json());
-  j["limit"] = limit;
-  return j.dump();
-}
-
-std::optional<NodeOwner> parse_node_data(std::string_view data) {
-  if (data.empty() || data.front() != '{') return std::nullopt;
-  auto j = nlohmann::json::parse(data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  auto limit = j.find("limit");
-  if (limit == j.end() || !limit->is_number_integer() || limit->get<long long>() < 1 ||
-      limit->get<long long>() > std::numeric_limits<int>::max())
-    return std::nullopt;
+OwnNode ZkContention::semaphore() {
+  OwnNode internal = mutex(base_ + "/locks");
+  refuse_lock_layout();
+  // The prefix's node holds our node in locks/, so it is there and cannot be reaped: of the
+  // parents, only leases/ may be missing. Made from the root down, each write that finds a
+  // parent there costs the server a write to its log all the same.
+  std::string leases = base_ + "/leases";
+  OwnNode me = create_protected(leases, kLeaseName, base_);
+  watch(me.path);
+  std::string name = me.path.substr(leases.size() + 1);
+  while (keep_going()) {
+    try {
+      session_.drain_events();
+      auto children = session_.children(leases, true, kZkRequestTimeout, &wake_).value_or(std::vector<std::string>{});
+      if (std::find(children.begin(), children.end(), name) == children.end()) vanished(me.path);
+      check_limits(leases, children, name);
+      if (children.size() <= static_cast<std::size_t>(spec_.limit)) {
+        verbose("{} of {} leases taken, ours included", children.size(), spec_.limit);
+        break;
+      }
+      verbose("waiting: {} leases taken, {} allowed", children.size() - 1, spec_.limit);
+      wait_for_event();
+      backoff_.reset();
+    } catch (const ZkUnreachable& e) {
+      retry_later(e);
+    }
+  }
+  if (!wait_.keep_going()) wait_.throw_why(spec_.prefix);
+  // The internal mutex only orders those who wait; it goes as soon as we hold.
   try {
-    return NodeOwner{HolderRecord::from_json(std::string(data)), static_cast<int>(limit->get<long long>())};
-  } catch (const Error&) {
+    session_.remove(internal.path, kZkRequestTimeout);
+  } catch (const Error& e) {
+    verbose("{}; it goes with our session", e.what());
+  }
+  return me;
+}
+
+void ZkContention::queued() {
+  if (!queued_) interrupt_.queued();
+  queued_ = true;
+}
+
+// From now on the deletion of `path`, or the session's expiry, ends the wait or the hold at once:
+// the watch is armed here, not only at the keeper's next look (up to TTL/3 away).
+void ZkContention::watch(const std::string& path) {
+  lease_.watch_node(path);
+  while (keep_going()) {
+    try {
+      if (!session_.exists(path, true, kZkRequestTimeout, &wake_)) vanished(path);
+      return;
+    } catch (const ZkUnreachable& e) {
+      retry_later(e);
+    }
+  }
+  wait_.throw_why(spec_.prefix);
+}
+
+void ZkContention::vanished(const std::string& path) {
+  throw Error("our node " + printable(path) + " vanished while we waited (deleted by hand, or the session expired)");
+}
+
+void ZkContention::retry_later(const ZkUnreachable& e) {
+  auto pause = backoff_.next();
+  verbose("{}; trying again in {}ms", e.what(), pause.count());
+  wait_.pause(pause);
+}
+
+// Until a watch fires, or the wait is over for another reason.
+void ZkContention::wait_for_event() {
+  std::vector<pollfd> fds{{session_.events_fd(), POLLIN, 0}};
+  for (int fd : wake_.fds) fds.push_back({fd, POLLIN, 0});
+  poll(fds.data(), fds.size(), kLookAgainMs);
+}
+
+// Creates dir/_c_<uuid>-<name><sequence>, EPHEMERAL_SEQUENTIAL, with container parents as needed
+// (below `existing`, an ancestor the caller knows is there, the first time). After a connection
+// loss the create may or may not have happened: our node is then looked for by its UUID before
+// another is made, as Curator's protected mode does.
+OwnNode ZkContention::create_protected(const std::string& dir, std::string_view name,
+                                       const std::string& existing) {
+  std::string id = new_protection_id();
+  std::string path = child_path(dir, protected_name(id, name));
+  bool maybe_made = false;  // a create was sent, and its answer lost
+  int parents_made = 0;
+  while (keep_going()) {
+    try {
+      if (maybe_made)
+        if (auto mine = find_own(dir, id)) return *mine;
+      maybe_made = true;
+      if (auto made = try_create(path, parents_made < kParentRounds)) return *made;
+      maybe_made = false;  // refused: nothing to look for
+      ++parents_made;
+      make_parents(path, parents_made == 1 ? existing : "", parents_made == kParentRounds);
+    } catch (const ZkUnreachable& e) {
+      retry_later(e);
+    }
+  }
+  wait_.throw_why(spec_.prefix);
+}
+
+// Our node in `dir`, found by the UUID in its name.
+std::optional<OwnNode> ZkContention::find_own(const std::string& dir, const std::string& id) {
+  auto children = session_.children(dir, false, kZkRequestTimeout, &wake_);
+  auto mine = find_protected(children.value_or(std::vector<std::string>{}), id);
+  if (!mine) return std::nullopt;
+  std::string found = child_path(dir, *mine);
+  auto stat = session_.exists(found, false, kZkRequestTimeout, &wake_);
+  if (!stat) return std::nullopt;
+  return OwnNode{found, stat->czxid};
+}
+
+// Our node, made; nullopt when its parent is missing and `parent_may_be_missing`.
+std::optional<OwnNode> ZkContention::try_create(const std::string& path, bool parent_may_be_missing) {
+  Stat stat{};
+  std::string made;
+  try {
+    made = session_.create(path, data_, ZOO_EPHEMERAL_SEQUENTIAL, kZkRequestTimeout, &stat, &wake_);
+  } catch (const ZkError& e) {
+    if (e.code != ZNONODE || !parent_may_be_missing) throw;
     return std::nullopt;
+  }
+  verbose("queued as {} (czxid {})", printable(made), stat.czxid);
+  return OwnNode{made, stat.czxid};
+}
+
+// The parents are made as containers, which the server may reap again before our create lands
+// (it runs its check on empty ones), or before the next of them is made under it; then they are
+// made again in the next round, a few times. (A chroot that does not exist is told at once, as an
+// Error.)
+void ZkContention::make_parents(const std::string& path, const std::string& existing,
+                                bool last_round) {
+  try {
+    session_.create_parents(path, kZkRequestTimeout, &wake_, existing);
+  } catch (const ZkError& reaped) {
+    if (reaped.code != ZNONODE || last_round) throw;
+  }
+}
+
+// A lock on a prefix where lock users hold a semaphore (its locks and leases children, when not
+// empty leftovers the server has yet to reap).
+void ZkContention::refuse_semaphore_layout(const std::vector<std::string>& children) {
+  for (const char* part : {"leases", "locks"}) {
+    if (std::find(children.begin(), children.end(), part) == children.end()) continue;
+    auto below = session_.children(child_path(base_, part), false, kZkRequestTimeout, &wake_);
+    if (below && !below->empty())
+      throw not_lock_use(printable(child_path(base_, part)) + " is a semaphore's");
+  }
+}
+
+// A semaphore on a prefix where a lock is held: its nodes are right below the prefix.
+void ZkContention::refuse_lock_layout() {
+  auto children = session_.children(base_, false, kZkRequestTimeout, &wake_).value_or(std::vector<std::string>{});
+  for (const auto& child : children)
+    if (child != "locks" && child != "leases")
+      throw not_semaphore_use(printable(child_path(base_, child)) + " is a lock's");
+}
+
+// Lock users store their limit in their nodes; Curator's nodes say nothing about it.
+void ZkContention::check_limits(const std::string& dir, const std::vector<std::string>& children,
+                                const std::string& ours) {
+  for (const auto& child : children) {
+    if (child == ours || !checked_.insert(child).second) continue;
+    auto node = session_.get(child_path(dir, child), false, kZkRequestTimeout, &wake_);
+    if (!node) continue;
+    if (auto owner = parse_node_data(node->data); owner && owner->limit != spec_.limit)
+      throw limit_conflict(owner->limit, spec_.limit);
   }
 }
 

@@ -1,52 +1,72 @@
 #pragma once
-// Apache Curator's lock and semaphore layout in ZooKeeper, so that lock and a Java service using
-// Curator contend for the same thing:
-//
-//   -n 1   InterProcessMutex on /<prefix>: every contender creates an EPHEMERAL_SEQUENTIAL node
-//          /<prefix>/_c_<uuid>-lock-<10-digit sequence>; contenders sort by the text after the
-//          last "lock-" and the first holds. A waiter watches only the node just ahead of it.
-//   -n N   InterProcessSemaphoreV2 on /<prefix>: a contender first takes the mutex above on
-//          /<prefix>/locks, then creates /<prefix>/leases/_c_<uuid>-lease-<sequence>. With at
-//          most N children in leases it holds, and lets the internal mutex go; otherwise it
-//          waits, still holding that mutex, for the children of leases to change.
-//
-// Parents are CONTAINER nodes, which the server removes once empty. "_c_<uuid>-" is Curator's
-// protected mode: after a connection loss during a create, a contender finds its own node by the
-// UUID instead of creating a second one. Curator stores the client's IP address in each node;
-// lock stores its holder record with the limit, so that lock users can name holders and refuse
-// a conflicting -n (against Curator, which stores no limit, a conflict cannot be seen).
+// Apache Curator's recipes, one function per routine so that each reads beside its anchor in
+// Curator's source: mutex() is InterProcessMutex's LockInternals.attemptLock, semaphore() is
+// InterProcessSemaphoreV2.acquire, create_protected() is CreateBuilder's protected mode. The
+// nodes they make are laid out as zk_layout.hpp says.
+#include <chrono>
+#include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "backend/holder_record.hpp"
+#include "backend/backend.hpp"
+#include "backend/lease/backoff.hpp"
+#include "backend/lease/lease_wait.hpp"
+#include "backend/zookeeper/zk_lease.hpp"
+#include "backend/zookeeper/zk_session.hpp"
 
 namespace lk {
 
-inline constexpr std::string_view kLockName = "lock-";
-inline constexpr std::string_view kLeaseName = "lease-";
+// How long one request may go unanswered before it counts as lost.
+constexpr std::chrono::milliseconds kZkRequestTimeout{5000};
 
-// The node path for a prefix ("a/b" -> "/a/b").
-std::string zk_path(const std::string& prefix);
-// A random UUID in Java's text form, for protected mode.
-std::string new_protection_id();
-// "_c_<uuid>-<name>": what a create with protection and sequence asks for.
-std::string protected_name(const std::string& id, std::string_view name);
-// Our node among `children`, found by its protection id.
-std::optional<std::string> find_protected(const std::vector<std::string>& children, const std::string& id);
-
-// `children` in Curator's order: by the text after the last `name` ("lock-", "lease-"), or by
-// the whole name for children that have none.
-std::vector<std::string> curator_sorted(std::vector<std::string> children, std::string_view name);
-
-// What lock writes into its nodes: the holder record with the limit.
-std::string node_data(const HolderRecord& record, int limit);
-struct NodeOwner {
-  HolderRecord record;
-  int limit = 1;
+struct OwnNode {
+  std::string path;
+  std::int64_t czxid = 0;
 };
-// nullopt for anything but lock's own data (Curator's address, another program's bytes).
-std::optional<NodeOwner> parse_node_data(std::string_view data);
+
+std::string child_path(const std::string& dir, const std::string& name);
+
+// One acquisition: our nodes, in the order Curator's recipes make them, on one session.
+class ZkContention {
+ public:
+  // Our nodes carry `value` when given (-value), else our holder record with the limit.
+  ZkContention(ZkLease& lease, LeaseWait& wait, const LockSpec& spec, const Interrupt& interrupt,
+               const std::optional<std::string>& value);
+
+  // InterProcessMutex on `dir`: returns once our node is first.
+  OwnNode mutex(const std::string& dir);
+  // InterProcessSemaphoreV2 with spec.limit leases: returns our lease node once it counts.
+  OwnNode semaphore();
+
+ private:
+  bool keep_going() { return wait_.keep_going(); }
+  void queued();
+  void watch(const std::string& path);
+  [[noreturn]] void vanished(const std::string& path);
+  void retry_later(const ZkUnreachable& e);
+  void wait_for_event();
+  OwnNode create_protected(const std::string& dir, std::string_view name, const std::string& existing = "");
+  std::optional<OwnNode> find_own(const std::string& dir, const std::string& id);
+  std::optional<OwnNode> try_create(const std::string& path, bool parent_may_be_missing);
+  void make_parents(const std::string& path, const std::string& existing, bool last_round);
+  void refuse_semaphore_layout(const std::vector<std::string>& children);
+  void refuse_lock_layout();
+  void check_limits(const std::string& dir, const std::vector<std::string>& children, const std::string& ours);
+
+  ZkLease& lease_;
+  ZkSession& session_;
+  LeaseWait& wait_;
+  const LockSpec& spec_;
+  const Interrupt& interrupt_;
+  std::string base_;
+  std::string data_;
+  Wake wake_ = wait_.wake();
+  Backoff backoff_;
+  std::set<std::string> checked_;
+  bool queued_ = false;
+};
 
 }  // namespace lk

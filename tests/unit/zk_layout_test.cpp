@@ -3,7 +3,7 @@
 #include <limits>
 #include <string_view>
 
-#include "backend/zookeeper/zk_recipe.hpp"
+#include "backend/zookeeper/zk_layout.hpp"
 
 using namespace lk;
 using Names = std::vector<std::string>;

@@ -1,4 +1,4 @@
-// What the ZooKeeper backend reads from the server (zk_recipe.hpp): node data written by any
+// What the ZooKeeper backend reads from the server (zk_layout.hpp): node data written by any
 // client, and the child lists of a lock's or a semaphore's nodes.
 //
 // Input: one byte naming the function (d r l e n p; any other byte picks one by its value), a
@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/zookeeper/zk_recipe.hpp"
+#include "backend/zookeeper/zk_layout.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
