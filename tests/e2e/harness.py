@@ -189,9 +189,36 @@ class LockTestCase(unittest.TestCase):
         return None
 
 
+def lock_loop(rounds, *flags):
+    """A shell loop that runs `lock [flags] $P $CHILD` `rounds` times, stopping at a failure."""
+    words = " ".join(flags)
+    return f'i=0; while [ $i -lt {rounds} ]; do "$LOCK" {words} "$P" "$CHILD" || exit $?; i=$((i+1)); done'
+
+
 class ThreeSlots:
     """For the server backends' semaphore tests (which give each test its own self.prefix and an
-    assert_nothing_left): that three hold at once and a fourth waits, shown without a race."""
+    assert_nothing_left): that three hold at once and a fourth waits, shown without a race, and
+    that in a race of RACE = (contenders, rounds) no more than three ever hold."""
+
+    RACE = (8, 10)
+
+    def test_three_slots_never_more(self):
+        contenders, rounds = self.RACE
+        log = self.path("log")
+        child = 'echo "enter $ID" >> "$LOG"; sleep 0.02; echo "exit $ID" >> "$LOG"'
+        procs = [subprocess.Popen(["/bin/sh", "-c", lock_loop(rounds, "-n", "3")],
+                                  stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env=dict(self.env, LOCK=LOCK, P=self.prefix, CHILD=child, LOG=log,
+                                           ID=str(n)))
+                 for n in range(contenders)]
+        self.procs += procs
+        for n, p in enumerate(procs):
+            _, err = p.communicate(timeout=240 * SLOW)
+            self.assertEqual(p.returncode, 0, f"contender {n} failed: {err}")
+        self.assertEqual(len(read_file(log).splitlines()), 2 * contenders * rounds)
+        # How many overlap in a race depends on timing; that three can is shown below.
+        self.assertLessEqual(max_overlap(log), 3)
+        self.assert_nothing_left()
 
     def test_three_hold_at_once_and_a_fourth_waits(self):
         holders = [self.hold("-n", "3", prefix=self.prefix, gate=f"go{k}") for k in range(3)]
