@@ -4,12 +4,15 @@
 
 #include <filesystem>
 
+#include "backend/backends.hpp"
 #include "util/error.hpp"
 
 namespace lk {
 
 void exec_companion(char** argv, const std::string& backend) {
-  const char* name = backend == "zookeeper" ? "lock-zookeeper" : "lock-net";
+  const BackendInfo* info = find_backend(backend);
+  if (!info || !info->companion) throw Error("no companion carries the " + backend + " backend");
+  const char* name = info->companion;
   std::error_code ec;
   auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) throw sys_error("cannot find where lock is installed: /proc/self/exe", ec.value());

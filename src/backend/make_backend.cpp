@@ -1,5 +1,6 @@
 #include "backend/make_backend.hpp"
 
+#include "backend/backends.hpp"
 #include "backend/local/local_backend.hpp"
 #if defined(LOCK_WITH_HTTP) || defined(LOCK_WITH_ZOOKEEPER)
 #include <fmt/format.h>
@@ -58,46 +59,73 @@ static TlsOptions tls_options(const ApiOptions& api) {
 #endif
 
 #if defined(LOCK_WITH_HTTP) || defined(LOCK_WITH_ZOOKEEPER)
-static LeaseOptions lease_options(const Options& o) {
+// Flags that leave no time to renew are refused before we connect; too many retries are said
+// once, unless the backend says it itself (ZooKeeper, for the timeout the server grants, which is
+// the one that counts).
+static LeaseOptions lease_options(const Options& o, bool say_shortfall = true) {
   LeaseOptions lease{o.session_ttl, o.kill_after, o.monitor_retry, o.value};
-  // Flags that leave no time to renew are refused before we connect; too many retries, said once
-  // (by ZooKeeper's lease for the timeout the server grants, which is the one that counts).
-  if (!o.status && o.backend != "zookeeper")
+  if (!o.status && say_shortfall)
     if (auto shortfall = lease.timing().shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   return lease;
 }
 #endif
 
-bool built_in(const std::string& backend) {
-#ifdef LOCK_WITH_HTTP
-  if (backend == "etcd" || backend == "consul") return true;
-#endif
-#ifdef LOCK_WITH_ZOOKEEPER
-  if (backend == "zookeeper") return true;
-#endif
-  return backend == "local";
+namespace {
+
+std::unique_ptr<Backend> make_local(const Options& o) {
+  return std::make_unique<LocalBackend>(o.state_dir, o.status);
 }
 
-std::unique_ptr<Backend> make_backend(const Options& o) {
-  if (o.backend == "local")
-    return std::make_unique<LocalBackend>(o.state_dir, o.status);
 #ifdef LOCK_WITH_HTTP
-  if (o.backend == "etcd") {
-    EtcdConfig client{o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};
-    return std::make_unique<EtcdBackend>(EtcdBackendConfig{client, lease_options(o)});
-  }
-  if (o.backend == "consul") {
-    ConsulConfig client{o.api.http_addr.empty() ? "127.0.0.1:8500" : o.api.http_addr,
-                        tls_options(o.api), o.api.ssl, consul_token(o.api), o.api.datacenter,
-                        o.api.stale};
-    return std::make_unique<ConsulBackend>(ConsulBackendConfig{client, lease_options(o), o.lock_delay});
-  }
+std::unique_ptr<Backend> make_consul(const Options& o) {
+  ConsulConfig client{o.api.http_addr.empty() ? "127.0.0.1:8500" : o.api.http_addr,
+                      tls_options(o.api), o.api.ssl, consul_token(o.api), o.api.datacenter,
+                      o.api.stale};
+  return std::make_unique<ConsulBackend>(ConsulBackendConfig{client, lease_options(o), o.lock_delay});
+}
+
+std::unique_ptr<Backend> make_etcd(const Options& o) {
+  EtcdConfig client{o.endpoints, tls_options(o.api), o.etcd_user, o.etcd_password};
+  return std::make_unique<EtcdBackend>(EtcdBackendConfig{client, lease_options(o)});
+}
+#endif
+
+#ifdef LOCK_WITH_ZOOKEEPER
+std::unique_ptr<Backend> make_zookeeper(const Options& o) {
+  return std::make_unique<ZkBackend>(ZkBackendConfig{o.zookeeper, lease_options(o, false)});
+}
+#endif
+
+// The backends this executable carries, a line each; the others are its companions'.
+struct BuiltIn {
+  std::string_view name;
+  std::unique_ptr<Backend> (*make)(const Options&);
+};
+constexpr BuiltIn kBuiltIn[] = {
+    {"local", make_local},
+#ifdef LOCK_WITH_HTTP
+    {"consul", make_consul},
+    {"etcd", make_etcd},
 #endif
 #ifdef LOCK_WITH_ZOOKEEPER
-  if (o.backend == "zookeeper") return std::make_unique<ZkBackend>(ZkBackendConfig{o.zookeeper, lease_options(o)});
+    {"zookeeper", make_zookeeper},
 #endif
+};
+
+const BuiltIn* built_in_as(std::string_view backend) {
+  for (const BuiltIn& b : kBuiltIn)
+    if (b.name == backend) return &b;
+  return nullptr;
+}
+
+}  // namespace
+
+bool built_in(const std::string& backend) { return built_in_as(backend) != nullptr; }
+
+std::unique_ptr<Backend> make_backend(const Options& o) {
+  if (const BuiltIn* b = built_in_as(o.backend)) return b->make(o);
   throw Error("the " + o.backend + " backend is not available in this version of lock (" +
-              o.backend_chosen_by + "); use -backend local, consul, etcd or zookeeper");
+              o.backend_chosen_by + "); use -backend " + backend_names());
 }
 
 }  // namespace lk

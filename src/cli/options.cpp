@@ -8,8 +8,9 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "backend/backends.hpp"
 #include "backend/prefix.hpp"
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "cli/go_flags.hpp"
 #include "util/error.hpp"
 
@@ -31,23 +32,6 @@ const char* const kDescription = R"(Usage: lock [options] prefix child...
   The default backend keeps file locks on this machine and needs no server.
   Options are Go-style: -flag, -flag=value or -flag value; the first argument
   that is not an option is the prefix, and everything after it is the child's.)";
-
-// `consul lock`'s API flags: any of them alone selects the consul backend, as it would.
-const std::vector<std::string> kApiFlags = {"http-addr",   "token",      "token-file",
-                                            "ca-file",     "ca-path",    "client-cert",
-                                            "client-key",  "tls-server-name", "datacenter",
-                                            "stale"};
-// Which backends each flag that is not for all of them applies to.
-const std::vector<std::pair<std::string, std::vector<std::string>>> kBackendFlags = {
-    {"http-addr", {"consul"}},       {"token", {"consul"}},
-    {"token-file", {"consul"}},      {"datacenter", {"consul"}},
-    {"stale", {"consul"}},           {"lock-delay", {"consul"}},
-    {"ca-file", {"consul", "etcd"}}, {"ca-path", {"consul", "etcd"}},
-    {"client-cert", {"consul", "etcd"}}, {"client-key", {"consul", "etcd"}},
-    {"tls-server-name", {"consul", "etcd"}},
-    {"session-ttl", {"consul", "etcd", "zookeeper"}}, {"value", {"consul", "etcd", "zookeeper"}},
-    {"endpoints", {"etcd", "zookeeper"}},
-    {"state-dir", {"local"}}};
 
 // CLI11 keeps the options' targets, the environment defaults, the conversions and the help text;
 // Go's single-dash syntax is handled in go_flags before it sees anything.
@@ -74,15 +58,174 @@ std::chrono::nanoseconds duration_value(const std::string& flag, const std::stri
   }
 }
 
+bool env_bool(const char* env, const std::string& text, bool fallback) {
+  if (text.empty()) return fallback;
+  auto b = parse_go_bool(text);
+  if (!b) throw UsageError(std::string("invalid value \"") + text + "\" for " + env + ": parse error");
+  return *b;
+}
+
+std::vector<std::string> endpoint_urls(const std::string& text) {
+  std::vector<std::string> urls;
+  for (std::size_t start = 0; start <= text.size() && !text.empty();) {
+    auto comma = std::min(text.find(',', start), text.size());
+    std::string url = text.substr(start, comma - start);
+    if (!url.empty()) urls.push_back(url.find("://") == std::string::npos ? "http://" + url : url);
+    start = comma + 1;
+  }
+  return urls;
+}
+
+// What a flag's value is: how Go checks each occurrence of it as it comes (so that an early bad
+// value is reported even when a later one would win), and what -help calls it.
+enum class Value { none, integer, duration, text, when, name, path, api, urls };
+
+const char* value_text(Value v) {
+  switch (v) {
+    case Value::integer: return "=<int>";
+    case Value::duration: return "=<duration>";
+    case Value::when: return "=<when>";
+    case Value::name: return "=<name>";
+    case Value::path: return "=<path>";
+    case Value::api: return "=<value>";
+    case Value::urls: return "=<urls>";
+    default: return "=<string>";
+  }
+}
+
+// Every flag, in the order -help lists them: its name, the variable that stands in for it, what
+// its value is, its help (none: read from the environment only), its group in -help, and where
+// it goes: `on` for a boolean, `set` for a value. Which backends it applies to, and which it
+// selects, each backend says (backends.hpp).
+struct FlagInfo {
+  std::string_view name;
+  const char* env = nullptr;
+  Value value = Value::none;
+  const char* help = nullptr;
+  const char* group = nullptr;
+  bool& (*on)(Options&) = nullptr;
+  void (*set)(Options&, const std::string&) = nullptr;
+
+  FlagKind kind() const { return value == Value::none ? FlagKind::boolean : FlagKind::value; }
+};
+
+constexpr const char* kApi = "API Options";
+constexpr const char* kNetwork = "Network Options";
+
+const FlagInfo kFlags[] = {
+    {.name = "n", .value = Value::integer,
+     .help = "Limit of lock holders; above 1 the lock is a semaphore",
+     .set = [](Options& o, const std::string& t) { o.limit = int_value("n", t); }},
+    {.name = "name", .value = Value::text,
+     .help = "Name of the session (default: from the child command)",
+     .set = [](Options& o, const std::string& t) { o.name = t; }},
+    {.name = "monitor-retry", .value = Value::integer,
+     .help = "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
+             "stopped (default 3)",
+     .set = [](Options& o, const std::string& t) { o.monitor_retry = int_value("monitor-retry", t); }},
+    {.name = "timeout", .value = Value::duration,
+     .help = "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever (-try is the same)",
+     .set = [](Options& o, const std::string& t) { o.timeout = duration_value("timeout", t); }},
+    {.name = "shell", .help = "Run the child with $SHELL -c (default true)",
+     .on = [](Options& o) -> bool& { return o.shell; }},
+    {.name = "pass-stdin", .help = "Give the child our stdin (else /dev/null)",
+     .on = [](Options& o) -> bool& { return o.pass_stdin; }},
+    {.name = "child-exit-code", .help = "Exit 2 if the child exited with an error",
+     .on = [](Options& o) -> bool& { return o.child_exit_code; }},
+    {.name = "preserve-status", .help = "Exit with the child's own status (128+N if killed by signal N)",
+     .on = [](Options& o) -> bool& { return o.preserve_status; }},
+    {.name = "kill-after", .value = Value::duration,
+     .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)",
+     .set = [](Options& o, const std::string& t) { o.kill_after = duration_value("kill-after", t); }},
+    {.name = "verbose", .help = "Say what lock is doing, on stderr",
+     .on = [](Options& o) -> bool& { return o.verbose; }},
+    {.name = "ready", .value = Value::when,
+     .help = "Under systemd (Type=notify), report the unit ready once the child runs (hold, the "
+             "default) or once in line for the lock (wait)",
+     .set = [](Options& o, const std::string& t) { o.ready_when_queued = t == "wait"; }},
+    {.name = "backend", .env = "LOCK_BACKEND", .value = Value::name,
+     .help = "local (default), consul, etcd or zookeeper",
+     .set = [](Options& o, const std::string& t) { o.backend = t; }},
+    {.name = "state-dir", .env = "LOCK_STATE_DIR", .value = Value::path,
+     .help = "Directory of the local backend's lock files (default /run/lock/lock, "
+             "/run/lock/lock-<uid> or /tmp/lock-<uid>)", .set = [](Options& o, const std::string& t) { o.state_dir = t; }},
+    {.name = "status", .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)",
+     .on = [](Options& o) -> bool& { return o.status; }},
+    {.name = "json", .help = "With -status, print JSON", .on = [](Options& o) -> bool& { return o.json; }},
+    {.name = "version", .help = "Print the version and exit",
+     .on = [](Options& o) -> bool& { return o.version; }},
+    {.name = "http-addr", .env = "CONSUL_HTTP_ADDR", .value = Value::api,
+     .help = "Address of the Consul agent: host:port, http(s)://host:port or unix:///path",
+     .group = kApi,
+     .set = [](Options& o, const std::string& t) { o.api.http_addr = t; }},
+    {.name = "token", .env = "CONSUL_HTTP_TOKEN", .value = Value::api,
+     .help = "ACL token to use in the request", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.token = t; }},
+    {.name = "token-file", .env = "CONSUL_HTTP_TOKEN_FILE", .value = Value::api,
+     .help = "File containing the ACL token", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.token_file = t; }},
+    {.name = "ca-file", .env = "CONSUL_CACERT", .value = Value::api, .help = "CA file for TLS",
+     .group = kApi,
+     .set = [](Options& o, const std::string& t) { o.api.ca_file = t; }},
+    {.name = "ca-path", .env = "CONSUL_CAPATH", .value = Value::api,
+     .help = "Directory of CA certificates for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.ca_path = t; }},
+    {.name = "client-cert", .env = "CONSUL_CLIENT_CERT", .value = Value::api,
+     .help = "Client certificate for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.client_cert = t; }},
+    {.name = "client-key", .env = "CONSUL_CLIENT_KEY", .value = Value::api,
+     .help = "Client key for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.client_key = t; }},
+    {.name = "tls-server-name", .env = "CONSUL_TLS_SERVER_NAME", .value = Value::api,
+     .help = "Server name to use as the SNI host for TLS", .group = kApi,
+     .set = [](Options& o, const std::string& t) { o.api.tls_server_name = t; }},
+    {.name = "datacenter", .value = Value::api, .help = "Datacenter to query (default: the agent's)",
+     .group = kApi,
+     .set = [](Options& o, const std::string& t) { o.api.datacenter = t; }},
+    {.name = "stale", .help = "Let any Consul server answer reads", .group = kApi,
+     .on = [](Options& o) -> bool& { return o.api.stale; }},
+    {.name = "session-ttl", .value = Value::duration,
+     .help = "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole seconds, "
+             "default 10s)",
+     .group = kNetwork,
+     .set = [](Options& o, const std::string& t) {
+       o.session_ttl = duration_value("session-ttl", t);
+       if (o.session_ttl.count() <= 0) throw UsageError("-session-ttl must be positive");
+     }},
+    {.name = "lock-delay", .value = Value::duration,
+     .help = "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)",
+     .group = kNetwork,
+     .set = [](Options& o, const std::string& t) { o.lock_delay = duration_value("lock-delay", t); }},
+    {.name = "value", .value = Value::text,
+     .help = "Value stored with the hold (default: a JSON record of host, pid and name)",
+     .group = kNetwork,
+     .set = [](Options& o, const std::string& t) { o.value = t; }},
+    {.name = "endpoints", .env = "ETCDCTL_ENDPOINTS", .value = Value::urls,
+     .help = "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for ZooKeeper, "
+             "host:port[,host:port...][/chroot] (default 127.0.0.1:2181)",
+     .group = kNetwork,
+     .set = [](Options& o, const std::string& t) {
+       o.endpoints = endpoint_urls(t);
+       o.zookeeper = t;
+     }},
+    // Read from the environment only, like Consul does.
+    {.name = "consul-http-ssl", .env = "CONSUL_HTTP_SSL", .value = Value::text,
+     .set = [](Options& o, const std::string& t) { o.api.ssl = env_bool("CONSUL_HTTP_SSL", t, false); }},
+    {.name = "consul-http-ssl-verify", .env = "CONSUL_HTTP_SSL_VERIFY", .value = Value::text,
+     .set = [](Options& o, const std::string& t) {
+       o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", t, true);
+     }},
+};
+
+const FlagInfo* flag_info(std::string_view name) {
+  for (const FlagInfo& f : kFlags)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
 // Go checks every occurrence of a flag as it comes, so an early bad value is reported even
 // when a later one would win.
-void check_value(const std::string& flag, const std::string& text) {
-  if (flag == "n" || flag == "monitor-retry") int_value(flag, text);
-  if (flag == "timeout" || flag == "try" || flag == "kill-after" || flag == "session-ttl" ||
-      flag == "lock-delay")
-    duration_value(flag, text);
-  if (flag == "ready" && text != "hold" && text != "wait")
-    throw UsageError(invalid(flag, text, "must be hold or wait"));
+// `name` as given (-try for -timeout).
+void check_value(const FlagInfo& f, const std::string& name, const std::string& text) {
+  if (f.value == Value::integer) int_value(name, text);
+  if (f.value == Value::duration) duration_value(name, text);
+  if (f.value == Value::when && text != "hold" && text != "wait")
+    throw UsageError(invalid(name, text, "must be hold or wait"));
 }
 
 class GoStyleFormatter : public CLI::Formatter {
@@ -96,263 +239,91 @@ class GoStyleFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
-// Every flag: its name, whether it takes a value, and the environment variable that stands in
-// for it. Building a CLI11 option compares it with every option built before, so building all of
-// them cost a tenth of an uncontended run; a parse builds only the flags given and those whose
-// variable is set (Cli's `wanted`), and -help builds them all, checked against this list.
-struct FlagInfo {
-  std::string_view name;
-  FlagKind kind;
-  const char* env = nullptr;
-};
-constexpr FlagKind kBool = FlagKind::boolean, kValue = FlagKind::value;
-constexpr FlagInfo kFlags[] = {
-    {"n", kValue}, {"name", kValue}, {"monitor-retry", kValue}, {"timeout", kValue},
-    {"shell", kBool}, {"pass-stdin", kBool}, {"child-exit-code", kBool},
-    {"preserve-status", kBool}, {"kill-after", kValue}, {"verbose", kBool}, {"ready", kValue},
-    {"backend", kValue, "LOCK_BACKEND"}, {"state-dir", kValue, "LOCK_STATE_DIR"},
-    {"status", kBool}, {"json", kBool}, {"version", kBool},
-    {"http-addr", kValue, "CONSUL_HTTP_ADDR"}, {"token", kValue, "CONSUL_HTTP_TOKEN"},
-    {"token-file", kValue, "CONSUL_HTTP_TOKEN_FILE"}, {"ca-file", kValue, "CONSUL_CACERT"},
-    {"ca-path", kValue, "CONSUL_CAPATH"}, {"client-cert", kValue, "CONSUL_CLIENT_CERT"},
-    {"client-key", kValue, "CONSUL_CLIENT_KEY"},
-    {"tls-server-name", kValue, "CONSUL_TLS_SERVER_NAME"}, {"datacenter", kValue},
-    {"stale", kBool}, {"session-ttl", kValue}, {"lock-delay", kValue}, {"value", kValue},
-    {"endpoints", kValue, "ETCDCTL_ENDPOINTS"},
-    // Read from the environment only, like Consul does.
-    {"consul-http-ssl", kValue, "CONSUL_HTTP_SSL"},
-    {"consul-http-ssl-verify", kValue, "CONSUL_HTTP_SSL_VERIFY"}};
-
-const FlagInfo* flag_info(std::string_view name) {
-  for (const FlagInfo& f : kFlags)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
 std::optional<FlagKind> kind_of(std::string_view name) {
   if (name == "h" || name == "help") return FlagKind::boolean;
   if (name == "try") return FlagKind::value;
   if (name.starts_with("consul-")) return std::nullopt;
   const FlagInfo* f = flag_info(name);
   if (!f) return std::nullopt;
-  return f->kind;
+  return f->kind();
 }
 
+// Building a CLI11 option compares it with every option built before, so building all of them
+// cost a tenth of an uncontended run: a parse builds only the flags given and those whose
+// variable is set (`wanted`), and -help builds them all.
 struct Cli {
   Options o;
-  std::string timeout_text, kill_after_text, ready_text, ssl_text, ssl_verify_text, session_ttl_text,
-      lock_delay_text, endpoints_text;
   CLI::App app{kDescription, "lock"};
-  std::function<bool(const FlagInfo&)> wanted;
 
-  // Builds the flags `wanted` picks out of kFlags, or all of them.
-  explicit Cli(std::function<bool(const FlagInfo&)> which = nullptr) : wanted(std::move(which)) {
+  explicit Cli(const std::function<bool(const FlagInfo&)>& wanted = nullptr) {
     app.formatter(std::make_shared<GoStyleFormatter>());
     app.get_formatter()->column_width(30);
     app.set_help_flag();  // -h and -help are Go's, handled in parse_options
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-
-    int_flag("n", o.limit, "Limit of lock holders; above 1 the lock is a semaphore");
-    if (want("name"))
-      app.add_option("--name", o.name, "Name of the session (default: from the child command)")
-          ->option_text("=<string>");
-    int_flag("monitor-retry", o.monitor_retry,
-             "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
-             "stopped (default 3)");
-    if (want("timeout"))
-      app.add_option("--timeout", timeout_text,
-                     "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever "
-                     "(-try is the same)")
-          ->option_text("=<duration>");
-    if (want("shell")) app.add_flag("--shell", o.shell, "Run the child with $SHELL -c (default true)");
-    if (want("pass-stdin")) app.add_flag("--pass-stdin", o.pass_stdin, "Give the child our stdin (else /dev/null)");
-    if (want("child-exit-code"))
-      app.add_flag("--child-exit-code", o.child_exit_code, "Exit 2 if the child exited with an error");
-    if (want("preserve-status"))
-      app.add_flag("--preserve-status", o.preserve_status,
-                   "Exit with the child's own status (128+N if killed by signal N)");
-    if (want("kill-after"))
-      app.add_option("--kill-after", kill_after_text,
-                     "Time between SIGTERM and SIGKILL when stopping the child (default 5s)")
-          ->option_text("=<duration>");
-    if (want("verbose")) app.add_flag("--verbose", o.verbose, "Say what lock is doing, on stderr");
-    if (want("ready"))
-      app.add_option("--ready", ready_text,
-                     "Under systemd (Type=notify), report the unit ready once the child runs (hold, "
-                     "the default) or once in line for the lock (wait)")
-          ->option_text("=<when>");
-    if (want("backend"))
-      app.add_option("--backend", o.backend, "local (default), consul, etcd or zookeeper")
-          ->option_text("=<name>");
-    if (want("state-dir"))
-      app.add_option("--state-dir", o.state_dir,
-                     "Directory of the local backend's lock files (default /run/lock/lock, "
-                     "/run/lock/lock-<uid> or /tmp/lock-<uid>)")
-          ->option_text("=<path>");
-    if (want("status"))
-      app.add_flag("--status", o.status,
-                   "Show who holds the prefix and who waits, and exit (0 held, 3 not held)");
-    if (want("json")) app.add_flag("--json", o.json, "With -status, print JSON");
-    if (want("version")) app.add_flag("--version", o.version, "Print the version and exit");
-
-    auto api = [&](const char* name, std::string& var, const char* help) {
-      if (want(name))
-        app.add_option(std::string("--") + name, var, help)->option_text("=<value>")->group("API Options");
-    };
-    api("http-addr", o.api.http_addr,
-        "Address of the Consul agent: host:port, http(s)://host:port or unix:///path");
-    api("token", o.api.token, "ACL token to use in the request");
-    api("token-file", o.api.token_file, "File containing the ACL token");
-    api("ca-file", o.api.ca_file, "CA file for TLS");
-    api("ca-path", o.api.ca_path, "Directory of CA certificates for TLS");
-    api("client-cert", o.api.client_cert, "Client certificate for TLS");
-    api("client-key", o.api.client_key, "Client key for TLS");
-    api("tls-server-name", o.api.tls_server_name, "Server name to use as the SNI host for TLS");
-    api("datacenter", o.api.datacenter, "Datacenter to query (default: the agent's)");
-    if (want("stale")) app.add_flag("--stale", o.api.stale, "Let any Consul server answer reads")->group("API Options");
-    if (want("session-ttl"))
-      app.add_option("--session-ttl", session_ttl_text,
-                     "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole "
-                     "seconds, default 10s)")
-          ->option_text("=<duration>")
-          ->group("Network Options");
-    if (want("lock-delay"))
-      app.add_option("--lock-delay", lock_delay_text,
-                     "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)")
-          ->option_text("=<duration>")
-          ->group("Network Options");
-    if (want("value"))
-      app.add_option_function<std::string>(
-             "--value", [this](const std::string& v) { o.value = v; },
-             "Value stored with the hold (default: a JSON record of host, pid and name)")
-          ->option_text("=<string>")
-          ->group("Network Options");
-    if (want("endpoints"))
-      app.add_option("--endpoints", endpoints_text,
-                     "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for "
-                     "ZooKeeper, host:port[,host:port...][/chroot] (default 127.0.0.1:2181)")
-          ->option_text("=<urls>")
-          ->group("Network Options");
-    if (want("consul-http-ssl")) app.add_option("--consul-http-ssl", ssl_text)->group("");
-    if (want("consul-http-ssl-verify")) app.add_option("--consul-http-ssl-verify", ssl_verify_text)->group("");
-
-    // What was built takes its variable from kFlags. With every flag built, each is also checked
-    // against kFlags: its kind, and that no entry there is left undefined.
-    auto built = app.get_options();
-    for (CLI::Option* opt : built) {
-      const std::string& name = opt->get_lnames().front();
-      // want() checked the name it was asked about, not the one then defined.
-      const FlagInfo* f = flag_info(name);
-      if (!f) throw std::logic_error("flag -" + name + " is defined but not in kFlags");
-      if (!wanted && (opt->get_expected_min() == 0) != (f->kind == FlagKind::boolean))
-        throw std::logic_error("flag -" + name + " is not of the kind kFlags says");
-      if (f->env) opt->envname(f->env);
-    }
-    if (!wanted && built.size() != std::size(kFlags)) throw std::logic_error("a flag in kFlags is not defined");
+    for (const FlagInfo& f : kFlags)
+      if (!wanted || wanted(f)) add(f);
   }
 
-  bool want(std::string_view name) const {
-    const FlagInfo* f = flag_info(name);
-    if (!f) throw std::logic_error("flag -" + std::string(name) + " is missing from kFlags");
-    return !wanted || wanted(*f);
-  }
-
-  void int_flag(const std::string& name, int& var, const std::string& help) {
-    if (!want(name)) return;
-    app.add_option_function<std::string>(
-           "--" + name, [name, &var](const std::string& text) { var = int_value(name, text); },
-           help)
-        ->option_text("=<int>");
+  void add(const FlagInfo& f) {
+    std::string name = "--" + std::string(f.name);
+    CLI::Option* opt =
+        f.on ? app.add_flag(name, f.on(o), f.help ? f.help : "")
+             : app.add_option_function<std::string>(
+                   name, [this, &f](const std::string& text) { f.set(o, text); }, f.help ? f.help : "")
+                   ->option_text(value_text(f.value));
+    if (!f.help) opt->group("");
+    else if (f.group) opt->group(f.group);
+    if (f.env) opt->envname(f.env);
   }
 };
 
-bool env_bool(const char* env, const std::string& text, bool fallback) {
-  if (text.empty()) return fallback;
-  auto b = parse_go_bool(text);
-  if (!b) throw UsageError(std::string("invalid value \"") + text + "\" for " + env + ": parse error");
-  return *b;
+// In -backend's absence, as `consul lock` would: the first backend that a flag given selects
+// (the first such flag names the reason), else one that a variable set selects, else the first.
+void select_backend(Options& o, const std::vector<std::string>& given) {
+  for (const BackendInfo* b : backends())
+    for (const auto& flag : given)
+      if (std::find(b->selecting_flags.begin(), b->selecting_flags.end(), flag) != b->selecting_flags.end()) {
+        o.backend = b->name;
+        o.backend_chosen_by = "-" + flag + " selects it";
+        return;
+      }
+  for (const BackendInfo* b : backends())
+    if (b->selecting_env && !env_or_empty(b->selecting_env).empty()) {
+      o.backend = b->name;
+      o.backend_chosen_by = std::string(b->selecting_env) + " is set";
+      return;
+    }
+  o.backend = backends().front()->name;
 }
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
+// A flag given that is some backends' own and not the chosen one's is an error, not ignored.
+void check_flags_apply(const Options& o, const Given& given) {
+  for (const FlagInfo& f : kFlags) {
+    if (!given(f.name)) continue;
+    std::vector<std::string> owners;
+    for (const BackendInfo* b : backends())
+      if (std::find(b->own_flags.begin(), b->own_flags.end(), f.name) != b->own_flags.end())
+        owners.emplace_back(b->name);
+    if (owners.empty() || std::find(owners.begin(), owners.end(), o.backend) != owners.end()) continue;
+    std::string which = owners.front();
+    for (std::size_t i = 1; i < owners.size(); ++i) which += (i + 1 == owners.size() ? " and " : ", ") + owners[i];
+    throw UsageError("-" + std::string(f.name) + " applies to the " + which + " backend" +
+                     (owners.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
+  }
 }
 
 void choose_backend(Options& o, const std::vector<std::string>& given) {
-  auto was_given = [&](const std::string& f) {
+  Given was_given = [&](std::string_view f) {
     return std::find(given.begin(), given.end(), f) != given.end();
   };
-  const char* consul_addr = std::getenv("CONSUL_HTTP_ADDR");
-  if (!o.backend.empty()) {
+  if (o.backend.empty())
+    select_backend(o, given);
+  else
     o.backend_chosen_by = was_given("backend") ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
-  } else if (!o.api_flags_given.empty()) {
-    o.backend = "consul";
-    o.backend_chosen_by = o.api_flags_given.front() + " selects it";
-  } else if (was_given("endpoints")) {
-    o.backend = "etcd";
-    o.backend_chosen_by = "-endpoints selects it";
-  } else if (consul_addr && *consul_addr) {
-    o.backend = "consul";
-    o.backend_chosen_by = "CONSUL_HTTP_ADDR is set";
-  } else {
-    o.backend = "local";
-  }
-  static const std::vector<std::string> known = {"local", "consul", "etcd", "zookeeper"};
-  if (std::find(known.begin(), known.end(), o.backend) == known.end())
-    throw UsageError("unknown backend '" + o.backend +
-                     "' (choose local, consul, etcd or zookeeper)");
-  for (const auto& [flag, backends] : kBackendFlags) {
-    if (!was_given(flag) || std::find(backends.begin(), backends.end(), o.backend) != backends.end())
-      continue;
-    std::string which = backends.front();
-    for (std::size_t i = 1; i < backends.size(); ++i) which += (i + 1 == backends.size() ? " and " : ", ") + backends[i];
-    throw UsageError("-" + flag + " applies to the " + which + " backend" +
-                     (backends.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
-  }
-  // An empty value would otherwise mean the default, silently: a typo'd variable in a script.
-  if (was_given("state-dir") && o.state_dir.empty())
-    throw UsageError("-state-dir must not be empty (leave it out for the default)");
-
-  if (o.backend == "etcd") {
-    // etcdctl's own variables stand in for Consul's where no flag is given.
-    auto etcd_env = [&](const char* flag, std::string& var, const char* env) {
-      if (!was_given(flag)) var = env ? env_or_empty(env) : "";
-    };
-    etcd_env("ca-file", o.api.ca_file, "ETCDCTL_CACERT");
-    etcd_env("client-cert", o.api.client_cert, "ETCDCTL_CERT");
-    etcd_env("client-key", o.api.client_key, "ETCDCTL_KEY");
-    etcd_env("ca-path", o.api.ca_path, nullptr);
-    etcd_env("tls-server-name", o.api.tls_server_name, nullptr);
-    std::string user = env_or_empty("ETCDCTL_USER");
-    auto colon = user.find(':');
-    o.etcd_user = user.substr(0, colon);
-    o.etcd_password = colon == std::string::npos ? env_or_empty("ETCDCTL_PASSWORD") : user.substr(colon + 1);
-    if (o.endpoints.empty()) o.endpoints = {"http://127.0.0.1:2379"};
-    if (o.session_ttl.count() == 0) o.session_ttl = std::chrono::seconds(10);
-    if (o.session_ttl < std::chrono::seconds(1) || o.session_ttl % std::chrono::seconds(1) != o.session_ttl.zero())
-      throw UsageError("-session-ttl for etcd must be a whole number of seconds, at least 1s");
-  }
-  if (o.backend == "zookeeper") {
-    using namespace std::chrono_literals;
-    // The flag's own variable is etcdctl's, whose URLs mean nothing to ZooKeeper.
-    if (!was_given("endpoints")) o.zookeeper = env_or_empty("ZOOKEEPER_ENDPOINTS");
-    if (o.zookeeper.empty()) o.zookeeper = "127.0.0.1:2181";
-    o.endpoints.clear();
-    if (o.session_ttl.count() == 0) o.session_ttl = 10s;
-    // The server clamps what it grants (2 to 20 ticks); the C client takes whole milliseconds.
-    if (o.session_ttl < 1ms || o.session_ttl > std::chrono::milliseconds(INT_MAX))
-      throw UsageError("-session-ttl for ZooKeeper must be between 1ms and 596h");
-  }
-  if (o.backend == "consul") {
-    using namespace std::chrono_literals;
-    if (o.session_ttl.count() == 0) o.session_ttl = 15s;
-    // Consul's own bounds and wording.
-    if (o.session_ttl < 10s || o.session_ttl > 24h)
-      throw UsageError("Invalid Session TTL '" + format_go_duration(o.session_ttl) +
-                       "', must be between [10s=24h0m0s]");
-    if (o.lock_delay < 0s || o.lock_delay > 60s)
-      throw UsageError("-lock-delay must be between 0s and 60s, not " + format_go_duration(o.lock_delay));
-  }
+  const BackendInfo* chosen = find_backend(o.backend);
+  if (!chosen) throw UsageError("unknown backend '" + o.backend + "' (choose " + backend_names() + ")");
+  check_flags_apply(o, was_given);
+  chosen->configure(o, was_given);
 }
 
 }  // namespace
@@ -367,8 +338,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.help = true;
       return o;
     }
-    check_value(name, value);
     std::string canonical = name == "try" ? "timeout" : name;
+    check_value(*flag_info(canonical), name, value);
     given.push_back(canonical);
     // CLI11 reads "--x=" as a missing value, Go as an empty one; "--x" "" is CLI11's empty value.
     if (value.empty()) {
@@ -382,9 +353,6 @@ Options parse_options(const std::vector<std::string>& args) {
   Cli cli([&](const FlagInfo& f) {
     return std::find(given.begin(), given.end(), f.name) != given.end() || (f.env && std::getenv(f.env));
   });
-  for (const auto& flag : given)
-    if (std::find(kApiFlags.begin(), kApiFlags.end(), flag) != kApiFlags.end())
-      cli.o.api_flags_given.push_back("-" + flag);
   try {
     cli.app.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -395,22 +363,6 @@ Options parse_options(const std::vector<std::string>& args) {
   Options& o = cli.o;
   if (o.version) return o;
 
-  if (!cli.timeout_text.empty()) o.timeout = duration_value("timeout", cli.timeout_text);
-  if (!cli.kill_after_text.empty()) o.kill_after = duration_value("kill-after", cli.kill_after_text);
-  o.ready_when_queued = cli.ready_text == "wait";
-  o.api.ssl = env_bool("CONSUL_HTTP_SSL", cli.ssl_text, false);
-  o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", cli.ssl_verify_text, true);
-  if (!cli.session_ttl_text.empty()) {
-    o.session_ttl = duration_value("session-ttl", cli.session_ttl_text);
-    if (o.session_ttl.count() <= 0) throw UsageError("-session-ttl must be positive");
-  }
-  if (!cli.lock_delay_text.empty()) o.lock_delay = duration_value("lock-delay", cli.lock_delay_text);
-  for (std::size_t start = 0; start <= cli.endpoints_text.size() && !cli.endpoints_text.empty();) {
-    auto comma = std::min(cli.endpoints_text.find(',', start), cli.endpoints_text.size());
-    std::string url = cli.endpoints_text.substr(start, comma - start);
-    if (!url.empty()) o.endpoints.push_back(url.find("://") == std::string::npos ? "http://" + url : url);
-    start = comma + 1;
-  }
 
   // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
   if (go.rest.size() > 1 && go.rest[1] == "--") go.rest.erase(go.rest.begin() + 1);
@@ -432,7 +384,6 @@ Options parse_options(const std::vector<std::string>& args) {
     for (const auto& word : o.child) joined += (joined.empty() ? "" : " ") + word;
     o.name = "lock for '" + joined + "' at '" + o.prefix + "'";
   }
-  o.zookeeper = cli.endpoints_text;
   choose_backend(o, given);
   return o;
 }

@@ -26,11 +26,10 @@ struct Options {
   bool verbose = false;
   bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
-  std::string backend;  // local, consul, etcd, zookeeper
+  std::string backend;  // a name backends.hpp knows
   std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...
   std::string state_dir;  // as the user gave it; empty: the local backend's default
   ApiOptions api;
-  std::vector<std::string> api_flags_given;  // e.g. "-http-addr", for error messages
 
   // Network backends.
   std::vector<std::string> endpoints;         // etcd's URLs

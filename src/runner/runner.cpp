@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "backend/make_backend.hpp"
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "runner/children.hpp"
 #include "runner/supervisor.hpp"

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 
 namespace lk {

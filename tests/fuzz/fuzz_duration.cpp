@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "fuzz_check.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 
 using lk::format_go_duration;
 using lk::parse_go_duration;

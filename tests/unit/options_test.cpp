@@ -97,7 +97,6 @@ TEST_CASE("defaults") {
   CHECK_FALSE(o.api.stale);
   CHECK_FALSE(o.api.ssl);
   CHECK(o.api.ssl_verify);
-  CHECK(o.api_flags_given.empty());
   CHECK(o.prefix == "p");
   CHECK(o.child == Args{"cmd"});
   CHECK_FALSE(o.help);
@@ -232,12 +231,12 @@ TEST_CASE("each API flag sets its option, selects consul and is remembered") {
     Options o = with({std::string("-") + c.flag, "value"});
     CHECK(o.api.*c.field == "value");
     CHECK(o.backend == "consul");
-    CHECK(o.api_flags_given == Args{std::string("-") + c.flag});
+    CHECK(o.backend_chosen_by == std::string("-") + c.flag + " selects it");
   }
   Options stale = with({"-stale"});
   CHECK(stale.api.stale);
   CHECK(stale.backend == "consul");
-  CHECK(stale.api_flags_given == Args{"-stale"});
+  CHECK(stale.backend_chosen_by == "-stale selects it");
 }
 
 TEST_CASE("-version needs no prefix and skips the other checks") {
@@ -367,7 +366,6 @@ TEST_CASE("CONSUL_HTTP_ADDR selects consul only when no backend is named") {
   Options o = with({});
   CHECK(o.backend == "consul");
   CHECK(o.api.http_addr == "127.0.0.1:8500");
-  CHECK(o.api_flags_given.empty());
 
   Options local = with({"-backend", "local"});
   CHECK(local.backend == "local");
@@ -400,7 +398,6 @@ TEST_CASE("the other CONSUL_ variables fill the API options without choosing con
   CHECK(o.api.client_cert == "/cert");
   CHECK(o.api.client_key == "/key");
   CHECK(o.api.tls_server_name == "srv");
-  CHECK(o.api_flags_given.empty());
 }
 
 TEST_CASE("CONSUL_HTTP_SSL and CONSUL_HTTP_SSL_VERIFY are Go booleans") {

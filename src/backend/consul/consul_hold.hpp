@@ -8,7 +8,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/lease/leased_hold.hpp"
-#include "backend/consul/consul_session.hpp"
+#include "backend/consul/consul_lease.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {

@@ -5,7 +5,7 @@
 #include "backend/consul/consul_cleanup.hpp"
 #include "backend/consul/consul_hold.hpp"
 #include "backend/consul/consul_layout.hpp"
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
 

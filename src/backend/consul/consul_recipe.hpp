@@ -10,7 +10,7 @@
 #include "backend/backend.hpp"
 #include "backend/consul/consul_backend.hpp"
 #include "backend/consul/consul_client.hpp"
-#include "backend/consul/consul_session.hpp"
+#include "backend/consul/consul_lease.hpp"
 #include "backend/consul/wait_index.hpp"
 #include "backend/lease/lease_wait.hpp"
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "backend/lease/backoff.hpp"
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 
 namespace lk {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "util/error.hpp"
 
 namespace lk {

@@ -3,7 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "util/log.hpp"
 

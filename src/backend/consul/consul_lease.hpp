@@ -1,6 +1,7 @@
 #pragma once
-// One Consul session, created on construction, renewed by a LeaseKeeper, destroyed on destroy()
-// or destruction (which releases or deletes whatever it holds, at once).
+// The Consul backend's lease, which Consul calls a session: created on construction, renewed by a
+// LeaseKeeper, destroyed on destroy() or destruction (which releases or deletes whatever it
+// holds, at once).
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

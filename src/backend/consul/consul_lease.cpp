@@ -1,8 +1,8 @@
-#include "backend/consul/consul_session.hpp"
+#include "backend/consul/consul_lease.hpp"
 
 #include <poll.h>
 
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 
 namespace lk {

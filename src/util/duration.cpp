@@ -1,4 +1,4 @@
-#include "cli/duration.hpp"
+#include "util/duration.hpp"
 
 #include <cstdint>
 #include <stdexcept>
