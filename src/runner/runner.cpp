@@ -59,6 +59,30 @@ std::string env_value(const EnvVars& env, const std::string& key) {
   return "";
 }
 
+// Tells systemd and -verbose what we wait for; returns it as a status line names it.
+std::string announce_wait(const Options& o, SystemdNotify& systemd) {
+  verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
+          o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
+          o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
+  std::string what = o.limit == 1 ? printable(o.prefix)
+                                   : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
+  systemd.status("waiting for " + what);
+  return what;
+}
+
+// Runs `supervise`. Should it fail, the tree must be gone before the hold's destructor gives the
+// lock up: the watchdog, told by its socket's closing, kills the tree and only then exits.
+template <class Supervise>
+RunResult tree_first(Watchdog& watchdog, Supervise supervise) {
+  struct EndFirst {
+    Watchdog& watchdog;
+    ~EndFirst() {
+      if (std::uncaught_exceptions()) watchdog.end();
+    }
+  } end_first{watchdog};
+  return supervise();
+}
+
 // Tells systemd and -verbose what we hold.
 void announce_hold(SystemdNotify& systemd, const std::string& what, const EnvVars& env) {
   systemd.status("holding " + what + ", token " + env_value(env, "LOCK_FENCING_TOKEN"));
@@ -126,13 +150,7 @@ int run(const Options& o) {
   SystemdNotify systemd;  // and the child inherits none of its variables
   auto backend = make_backend(o);
   LockSpec spec{o.prefix, o.limit, o.name};
-  verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
-          o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
-          o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
-
-  std::string what = o.limit == 1 ? printable(o.prefix)
-                                   : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
-  systemd.status("waiting for " + what);
+  std::string what = announce_wait(o, systemd);
   int stop_signal = 0;  // the first one that came, kept until acted on
   auto stop_requested = [&] {
     if (!stop_signal) stop_signal = signals.take_stop_signal();
@@ -164,18 +182,9 @@ int run(const Options& o) {
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
-  RunResult result;
-  {
-    // Should the supervisor fail, the tree must be gone before the hold's destructor gives the
-    // lock up: the watchdog, told by its socket's closing, kills the tree and only then exits.
-    struct TreeFirst {
-      Watchdog& watchdog;
-      ~TreeFirst() {
-        if (std::uncaught_exceptions()) watchdog.end();
-      }
-    } tree_first{watchdog};
-    result = Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
-  }
+  RunResult result = tree_first(watchdog, [&] {
+    return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
+  });
   hold->release();
   verbose("released the lock");
 

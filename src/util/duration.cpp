@@ -46,6 +46,46 @@ u64 unit_in_ns(std::string_view u) {
   return 0;
 }
 
+// Go's leadingInt: the digits at the start of `s`, taken off it; Go refuses the number outright
+// once it exceeds 2^63.
+u64 leading_int(std::string_view& s, std::string_view text) {
+  u64 v = 0;
+  std::size_t i = 0;
+  for (; i < s.size() && is_digit(s[i]); ++i) {
+    if (v > kMaxMagnitude / 10) invalid(text);
+    v = v * 10 + static_cast<u64>(s[i] - '0');
+    if (v > kMaxMagnitude) invalid(text);
+  }
+  s.remove_prefix(i);
+  return v;
+}
+
+struct Fraction {
+  u64 value = 0;
+  double scale = 1;
+  bool digits = false;  // whether there were any
+};
+
+// Go's leadingFraction: the digits at the start of `s`, taken off it. Digits past what fits just
+// stop adding precision, so "0.100000000000000000000h" is fine.
+Fraction leading_fraction(std::string_view& s) {
+  Fraction f;
+  bool saturated = false;
+  std::size_t i = 0;
+  for (; i < s.size() && is_digit(s[i]); ++i) {
+    if (saturated) continue;
+    if (f.value > (kMaxMagnitude - 1) / 10 || f.value * 10 + static_cast<u64>(s[i] - '0') > kMaxMagnitude) {
+      saturated = true;
+      continue;
+    }
+    f.value = f.value * 10 + static_cast<u64>(s[i] - '0');
+    f.scale *= 10;
+  }
+  f.digits = i > 0;
+  s.remove_prefix(i);
+  return f;
+}
+
 // Go's fmtFrac: the low `prec` digits of v as ".ddd" with trailing zeros (and a bare dot) dropped.
 std::string fraction(u64 v, int prec) {
   std::string digits;
@@ -72,39 +112,18 @@ std::chrono::nanoseconds parse_go_duration(std::string_view text) {
   while (!s.empty()) {
     if (!(s[0] == '.' || is_digit(s[0]))) invalid(text);
 
-    u64 v = 0;  // integer part; Go refuses it outright once it exceeds 2^63
-    std::size_t i = 0;
-    for (; i < s.size() && is_digit(s[i]); ++i) {
-      if (v > kMaxMagnitude / 10) invalid(text);
-      v = v * 10 + static_cast<u64>(s[i] - '0');
-      if (v > kMaxMagnitude) invalid(text);
-    }
-    const bool pre = i > 0;
-    s.remove_prefix(i);
-
-    // Fraction digits past what fits just stop adding precision (Go's leadingFraction), so
-    // "0.100000000000000000000h" is fine.
-    u64 f = 0;
-    double scale = 1;
-    bool post = false;
+    std::size_t digits = s.size();
+    u64 v = leading_int(s, text);
+    const bool pre = s.size() < digits;
+    Fraction f;
     if (!s.empty() && s[0] == '.') {
       s.remove_prefix(1);
-      bool saturated = false;
-      for (i = 0; i < s.size() && is_digit(s[i]); ++i) {
-        if (saturated) continue;
-        if (f > (kMaxMagnitude - 1) / 10 || f * 10 + static_cast<u64>(s[i] - '0') > kMaxMagnitude) {
-          saturated = true;
-          continue;
-        }
-        f = f * 10 + static_cast<u64>(s[i] - '0');
-        scale *= 10;
-      }
-      post = i > 0;
-      s.remove_prefix(i);
+      f = leading_fraction(s);
     }
-    if (!pre && !post) invalid(text);  // ".s", "-.", "."
+    if (!pre && !f.digits) invalid(text);  // ".s", "-.", "."
 
-    for (i = 0; i < s.size() && s[i] != '.' && !is_digit(s[i]); ++i) {
+    std::size_t i = 0;
+    for (; i < s.size() && s[i] != '.' && !is_digit(s[i]); ++i) {
     }
     if (i == 0) throw std::invalid_argument("time: missing unit in duration " + quote(text));
     const std::string_view unit_text = s.substr(0, i);
@@ -117,9 +136,9 @@ std::chrono::nanoseconds parse_go_duration(std::string_view text) {
 
     if (v > kMaxMagnitude / unit) invalid(text);
     v *= unit;
-    if (f > 0) {
+    if (f.value > 0) {
       // Same float64 expression as Go, so fractions of hours round to the very same nanosecond.
-      v += static_cast<u64>(static_cast<double>(f) * (static_cast<double>(unit) / scale));
+      v += static_cast<u64>(static_cast<double>(f.value) * (static_cast<double>(unit) / f.scale));
       if (v > kMaxMagnitude) invalid(text);
     }
     // Go writes `d += v` and then tests d > 2^63, which misses the wrap when both are exactly 2^63
