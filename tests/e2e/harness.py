@@ -129,6 +129,18 @@ class LockTestCase(unittest.TestCase):
         self.procs.append(p)
         return p
 
+    def kill_later(self, pid):
+        """Makes sure a process the test started indirectly is gone when the test ends (and only
+        that process: its start time tells it from a later one with the same pid)."""
+        fields = proc_stat(pid)
+        started = fields[19] if fields else None
+
+        def kill():
+            fields = proc_stat(pid)
+            if fields and fields[19] == started and pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.addCleanup(kill)
+
     def wait_file(self, name, text=None, timeout=10.0):
         """Waits until the scratch file exists (and contains `text`); returns its content."""
         path = self.path(name)

@@ -21,8 +21,7 @@ import unittest
 import uuid
 
 from etcd_server import EtcdServer
-from harness import (DAEMONIZE, LOCK, SLOW, LockTestCase, pid_alive, proc_stat, read_file,
-                     wait_for)
+from harness import DAEMONIZE, LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
 from notify_socket import NotifySocket
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing
 
@@ -271,18 +270,6 @@ class SharedStateDirTest(HostileCase):
 
 
 class KilledWatchdogTest(HostileCase):
-
-    def kill_later(self, pid):
-        """Makes sure a process the test started indirectly is gone when the test ends (that
-        process only: its start time tells it from a later one with the same pid)."""
-        fields = proc_stat(pid)
-        started = fields[19] if fields else None
-
-        def kill():
-            fields = proc_stat(pid)
-            if fields and fields[19] == started and pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        self.addCleanup(kill)
 
     def read_line(self, stream, bound):
         """One line from a pipe, or what came before it ended or `bound` seconds passed."""

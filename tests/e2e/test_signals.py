@@ -68,18 +68,6 @@ class SignalTestCase(LockTestCase):
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "next\n", ""))
         self.assertEqual(self.prefix_files(prefix), [])
 
-    def kill_later(self, pid):
-        """Makes sure a process the test started indirectly is gone when the test ends (and only
-        that process: its start time tells it from a later one with the same pid)."""
-        fields = proc_stat(pid)
-        started = fields[19] if fields else None
-
-        def kill():
-            fields = proc_stat(pid)
-            if fields and fields[19] == started and pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        self.addCleanup(kill)
-
 
 class ForwardingTest(SignalTestCase):
 
