@@ -1,7 +1,6 @@
 #include "backend/etcd/etcd_hold.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 
 #include <utility>
 
@@ -18,9 +17,7 @@ EtcdHold::EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, C
     : config_(config),
       lease_(std::move(lease)),
       me_(std::move(me)),
-      prefix_(std::move(prefix)),
-      stop_watch_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (!stop_watch_) throw sys_error("eventfd");
+      prefix_(std::move(prefix)) {
   watcher_ = std::thread([this, held_at] { watch_own_key(held_at); });
 }
 
@@ -36,8 +33,7 @@ EnvVars EtcdHold::child_env() const {
 }
 
 void EtcdHold::stop_watch_soon() {
-  std::uint64_t one = 1;
-  (void)!write(stop_watch_.get(), &one, sizeof one);
+  stop_watch_.notify();
 }
 
 void EtcdHold::stop_watch() {
@@ -71,10 +67,10 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
   EtcdClient client(config_);
   LeaseKeeper& keeper = lease_->keeper();
   auto stopping = [&] {
-    pollfd p{stop_watch_.get(), POLLIN, 0};
+    pollfd p{stop_watch_.fd(), POLLIN, 0};
     return poll(&p, 1, 0) > 0 || keeper.reason().has_value();
   };
-  Wake wake{{stop_watch_.get(), keeper.loss_fd()}, [&] { return !stopping(); }};
+  Wake wake{{stop_watch_.fd(), keeper.loss_fd()}, [&] { return !stopping(); }};
   Backoff backoff;
   while (!stopping()) {
     auto opened = Clock::now();
@@ -117,7 +113,7 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
     }
     auto pause = backoff.next();
     verbose("watching {} again in {}ms", me_.key, pause.count());
-    pollfd p{stop_watch_.get(), POLLIN, 0};
+    pollfd p{stop_watch_.fd(), POLLIN, 0};
     poll(&p, 1, static_cast<int>(pause.count()));
   }
 }

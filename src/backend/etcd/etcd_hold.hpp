@@ -8,6 +8,7 @@
 #include "backend/lease/leased_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_layout.hpp"
+#include "util/event_fd.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
@@ -32,7 +33,7 @@ class EtcdHold : public LeasedHold {
   std::unique_ptr<EtcdLease> lease_;
   Contender me_;
   std::string prefix_;
-  UniqueFd stop_watch_;  // an eventfd: readable when the watch must end
+  EventFd stop_watch_;  // readable when the watch must end
   std::thread watcher_;
 };
 

@@ -1,7 +1,6 @@
 #include "backend/etcd/etcd_lease.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 
 #include <thread>
 
@@ -24,8 +23,7 @@ bool readable(int fd) {
 
 EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
                      std::chrono::milliseconds grant_timeout)
-    : client_(config), stopping_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (!stopping_) throw sys_error("eventfd");
+    : client_(config) {
   auto ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(timing.ttl).count();
   auto sent = Clock::now();
   LeaseGrant grant = client_.call("lease grant", "/v3/lease/grant", {{"TTL", ttl_seconds}},
@@ -39,7 +37,7 @@ EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
   // The keeper's thread has a connection of its own.
   auto keeper_client = std::make_shared<EtcdClient>(config);
   std::int64_t id = id_;
-  int stop_fd = stopping_.get();  // outlives the keeper: declared before it
+  int stop_fd = stopping_.fd();  // outlives the keeper: declared before it
   keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id, stop_fd](std::chrono::milliseconds timeout) {
     Wake wake{{stop_fd}, [stop_fd] { return !readable(stop_fd); }};
     KeepAlive reply;
@@ -66,8 +64,7 @@ EtcdLease::~EtcdLease() { revoke(Deadline::after(kReleaseBudget)); }
 void EtcdLease::revoke(Deadline budget) {
   if (revoked_) return;
   revoked_ = true;
-  std::uint64_t one = 1;
-  (void)!write(stopping_.get(), &one, sizeof one);
+  stopping_.notify();
   keeper_->stop_soon();
   std::optional<std::string> failure = send_revoke(budget);
   keeper_->stop();

@@ -9,6 +9,7 @@
 
 #include "backend/etcd/etcd_client.hpp"
 #include "backend/lease/lease_keeper.hpp"
+#include "util/event_fd.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
@@ -36,7 +37,7 @@ class EtcdLease {
   EtcdClient client_;  // the owner's thread's; the keeper has one of its own
   std::int64_t id_ = 0;
   std::chrono::seconds ttl_;
-  UniqueFd stopping_;  // an eventfd: readable once renewals must stop, so one in flight ends at once
+  EventFd stopping_;  // readable once renewals must stop, so that one in flight ends at once
   std::unique_ptr<LeaseKeeper> keeper_;
   bool revoked_ = false;
 };

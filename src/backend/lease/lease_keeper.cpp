@@ -1,6 +1,5 @@
 #include "backend/lease/lease_keeper.hpp"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "util/duration.hpp"
@@ -23,9 +22,7 @@ std::string go(Clock::duration d) {
 
 LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew)
     : renew_(std::move(renew)),
-      loss_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       schedule_(timing, granted_at) {
-  if (!loss_) throw sys_error("eventfd");
   verbose("{}", timing.describe());
   thread_ = std::thread([this] { run(); });
 }
@@ -67,8 +64,7 @@ void LeaseKeeper::lose(const std::string& why) {
     if (reason_) return;
     reason_ = why;
   }
-  std::uint64_t one = 1;
-  (void)!write(loss_.get(), &one, sizeof one);
+  loss_.notify();
   wake_.notify_all();
 }
 

@@ -13,6 +13,7 @@
 #include "backend/lease/lease_budget.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
+#include "util/event_fd.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
@@ -44,7 +45,7 @@ class LeaseKeeper {
   ~LeaseKeeper();
 
   // Readable once the hold is lost; reason() then says why.
-  int loss_fd() const { return loss_.get(); }
+  int loss_fd() const { return loss_.fd(); }
   std::optional<std::string> reason() const;
   // Declares the hold lost (from any thread), e.g. when a watch sees our key deleted.
   void lose(const std::string& why);
@@ -60,7 +61,7 @@ class LeaseKeeper {
   void run();
 
   Renew renew_;
-  UniqueFd loss_;
+  EventFd loss_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

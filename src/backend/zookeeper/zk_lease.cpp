@@ -1,7 +1,6 @@
 #include "backend/zookeeper/zk_lease.hpp"
 
 #include <fmt/format.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "util/log.hpp"
@@ -13,8 +12,7 @@ ZkSession* abandoned;  // see end()
 
 ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested_timeout,
                  std::chrono::nanoseconds stop_grace, int monitor_retry, Deadline connect_by,
-                 const Wake* wake)
-    : stopping_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+                 const Wake* wake) {
   // An unreachable ensemble is reported within the session timeout, however long -timeout is.
   connect_by = Deadline::earlier(connect_by, Deadline::after(requested_timeout));
   session_ = std::make_unique<ZkSession>(connect, requested_timeout, connect_by, wake);
@@ -28,9 +26,8 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
   }();
   if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
 
-  if (!stopping_) throw sys_error("eventfd");
   keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout) {
-    int stop_fd = stopping_.get();
+    int stop_fd = stopping_.fd();
     Wake wake{{stop_fd}, [] { return false; }};  // renewals are over: nobody waits for this one
     std::string node;
     {
@@ -72,8 +69,7 @@ void ZkLease::end(const std::string& path) {
   if (ended_) return;
   ended_ = true;
   session_->set_listener(nullptr);
-  std::uint64_t one = 1;
-  (void)!write(stopping_.get(), &one, sizeof one);
+  stopping_.notify();
   keeper_->stop();
   // Our node goes with the session anyway; deleting it first lets the next contender in at once,
   // and tells whether the server answers at all.

@@ -11,6 +11,7 @@
 
 #include "backend/lease/lease_keeper.hpp"
 #include "backend/zookeeper/zk_session.hpp"
+#include "util/event_fd.hpp"
 
 namespace lk {
 
@@ -31,7 +32,7 @@ class ZkLease {
   void end(const std::string& path);
 
  private:
-  UniqueFd stopping_;  // an eventfd: readable once renewals must stop, so one in flight ends at once
+  EventFd stopping_;  // readable once renewals must stop, so that one in flight ends at once
   std::unique_ptr<ZkSession> session_;
   std::mutex mutex_;
   std::string node_;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include <poll.h>
-#include <sys/eventfd.h>
 
 #include "util/log.hpp"
 #include "util/printable.hpp"
@@ -20,7 +19,7 @@ struct ZkSession::Reply {
   Stat stat{};
   bool has_stat = false;
   std::vector<std::string> names;
-  UniqueFd ready{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  EventFd ready;
 
   void finish(int code, const Stat* s) {
     rc = code;
@@ -29,8 +28,7 @@ struct ZkSession::Reply {
       has_stat = true;
     }
     done = true;
-    std::uint64_t one = 1;
-    (void)!write(ready.get(), &one, sizeof one);
+    ready.notify();
   }
 };
 
@@ -93,8 +91,7 @@ std::string state_name(int state) {
 
 ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds requested_timeout,
                      Deadline connect_by, const Wake* wake)
-    : connect_(connect), events_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (!events_) throw sys_error("eventfd");
+    : connect_(connect) {
   // The client's own log goes to stderr; lock speaks for itself (-verbose shows its errors).
   zoo_set_debug_level(verbose_enabled() ? ZOO_LOG_LEVEL_ERROR : static_cast<ZooLogLevel>(0));
   started_ = Clock::now();
@@ -123,7 +120,7 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
       if (state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE)
         throw ZkError(where() + "the new session was " + state_name(state_), ZSESSIONEXPIRED);
     }
-    std::vector<pollfd> fds{{events_.get(), POLLIN, 0}};
+    std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
     if (wake)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
     // Passed, not merely less than a millisecond left: the caller tells -timeout by passed().
@@ -159,14 +156,10 @@ void ZkSession::on_event(zhandle_t* zh, int type, int state, const char* path, v
     listener = self->listener_;
   }
   if (listener) listener(type, state, path ? path : "");
-  std::uint64_t one = 1;
-  (void)!write(self->events_.get(), &one, sizeof one);
+  self->events_.notify();
 }
 
-void ZkSession::drain_events() const {
-  std::uint64_t n;
-  (void)!read(events_.get(), &n, sizeof n);
-}
+void ZkSession::drain_events() const { events_.drain(); }
 
 void ZkSession::set_listener(Listener listener) {
   std::lock_guard lock(mutex_);
@@ -194,7 +187,7 @@ std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
       std::lock_guard lock(reply->mutex);
       if (reply->done) break;
     }
-    std::vector<pollfd> fds{{reply->ready.get(), POLLIN, 0}};
+    std::vector<pollfd> fds{{reply->ready.fd(), POLLIN, 0}};
     if (wake)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
     if (until.passed()) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");

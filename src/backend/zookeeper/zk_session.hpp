@@ -18,6 +18,7 @@
 #include "net/wake.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
+#include "util/event_fd.hpp"
 #include "util/unique_fd.hpp"
 
 namespace lk {
@@ -58,7 +59,7 @@ class ZkSession {
   // than a timeout after that.
   Clock::time_point started_at() const { return started_; }
   // Readable after any watch or session event; the reader drains it and looks again.
-  int events_fd() const { return events_.get(); }
+  int events_fd() const { return events_.fd(); }
   void drain_events() const;
   void set_listener(Listener listener);
 
@@ -98,7 +99,7 @@ class ZkSession {
 
   std::string connect_;
   zhandle_t* handle_ = nullptr;
-  UniqueFd events_;  // an eventfd
+  EventFd events_;
   mutable std::mutex mutex_;
   Listener listener_;
   int state_ = 0;
