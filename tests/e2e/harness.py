@@ -131,14 +131,19 @@ class LockTestCase(unittest.TestCase):
 
     def kill_later(self, pid):
         """Makes sure a process the test started indirectly is gone when the test ends (and only
-        that process: its start time tells it from a later one with the same pid)."""
+        that process: its start time tells it from a later one with the same pid), stopped or
+        not."""
         fields = proc_stat(pid)
         started = fields[19] if fields else None
 
         def kill():
             fields = proc_stat(pid)
             if fields and fields[19] == started and pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        return
         self.addCleanup(kill)
 
     def wait_file(self, name, text=None, timeout=10.0):

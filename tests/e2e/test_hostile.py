@@ -20,7 +20,7 @@ import tty
 import unittest
 import uuid
 
-from etcd_server import EtcdServer
+from etcd_server import EtcdTestCase
 from harness import DAEMONIZE, LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
 from notify_socket import NotifySocket
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing
@@ -458,20 +458,7 @@ class LocalEscapesTest(EveryOutput, HostileCase):
         self.assertEqual((code, err), (0, ""))
 
 
-class EtcdEscapesTest(EveryOutput, HostileCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.etcd = EtcdServer().__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.etcd.__exit__(None, None, None)
-
-    def setUp(self):
-        super().setUp()
-        self.env = self.etcd.env(self.env)
-        self.prefix = self.id().rsplit(".", 1)[1]
+class EtcdEscapesTest(EveryOutput, HostileCase, EtcdTestCase):
 
     def put(self, key, value, prefix=None):
         """Puts a key as a peer does, with etcdctl and no lease: it stays until the test ends."""
@@ -520,11 +507,7 @@ class ConsulEscapesTest(EveryOutput, HostileCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.consul = ConsulDouble().__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.consul.__exit__(None, None, None)
+        cls.consul = cls.enterClassContext(ConsulDouble())
 
     def setUp(self):
         super().setUp()
@@ -576,11 +559,7 @@ class ZooKeeperEscapesTest(EveryOutput, HostileCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.zk = ZooKeeperServer(tick_time=500).__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.zk.__exit__(None, None, None)
+        cls.zk = cls.enterClassContext(ZooKeeperServer(tick_time=500))
 
     def setUp(self):
         super().setUp()

@@ -93,19 +93,6 @@ class WatchdogCase:
                 signal_quietly(os.kill, p.pid, signal.SIGCONT)
         super().tearDown()
 
-    def kill_later(self, pid):
-        """Makes sure a process the test started indirectly is gone when the test ends (and only
-        that process: its start time tells it from a later one with the same pid)."""
-        fields = proc_stat(pid)
-        started = fields[19] if fields else None
-
-        def kill():
-            fields = proc_stat(pid)
-            if fields and fields[19] == started and pid_alive(pid):
-                signal_quietly(os.kill, pid, signal.SIGCONT)
-                signal_quietly(os.kill, pid, signal.SIGKILL)
-        self.addCleanup(kill)
-
     def pause_beyond_ttl(self, stop_group=False):
         """Stops the holder's lock (and with `stop_group`, the child's process group) until the
         next holder's child has started, then continues it. The child must have been killed no
