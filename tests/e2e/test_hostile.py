@@ -101,18 +101,11 @@ class HostileCase(LockTestCase):
         p = subprocess.Popen([LOCK, *args], env=self.env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.procs.append(p)
-        try:
-            out, err = p.communicate(timeout=bound * SLOW)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            self.fail(f"lock {' '.join(map(repr, args))} still ran after {bound * SLOW:.1f}s "
-                      f"(stderr so far: {err!r})")
-        return p.returncode, out, err
+        return self.finish_bounded(p, bound)
 
     def finish_bounded(self, proc, bound):
         """Waits at most `bound` seconds (times SLOW) for a lock started in the background;
-        returns (code, stdout, stderr) as text."""
+        returns (code, stdout, stderr), as text or bytes as the process was opened."""
         try:
             out, err = proc.communicate(timeout=bound * SLOW)
         except subprocess.TimeoutExpired:
