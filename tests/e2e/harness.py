@@ -180,6 +180,12 @@ class LockTestCase(unittest.TestCase):
             pass
         return time.monotonic()
 
+    def assert_running(self, proc):
+        """Fails with what the process said, not only its exit code, if it has ended."""
+        if proc.poll() is not None:
+            code, out, err = self.finish(proc)
+            self.fail(f"{proc.args} ended early with {code}: {out!r} {err!r}")
+
     def assert_succeeds(self, proc):
         code, _, err = self.finish(proc)
         self.assertEqual((code, err), (0, ""))

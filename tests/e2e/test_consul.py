@@ -521,7 +521,7 @@ class ConsulLossTest(ConsulTestCase):
         time.sleep(4.5)
         self.assertTrue(pid_alive(pid))
         self.assertFalse(os.path.exists(self.path("term")))
-        self.assertIsNone(holder.poll())
+        self.assert_running(holder)
         self.assertEqual(self.entry(f"{self.prefix}/.lock")["Session"], session)
         self.release()
         code, _, err = self.finish(holder)

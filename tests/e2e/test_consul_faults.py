@@ -132,18 +132,9 @@ class OutageTest(ConsulFaultCase):
                                      before=self.holder_child(str(k))))
             let_pass(5 / self.HOLDERS)  # spreads the holders' renewals over their period
         sessions = self.wait_new_sessions(self.HOLDERS)
-        for kind in (self.five_xx, self.closed_connections, self.hung_requests,
-                     self.paused_agent):
+        for kind in self.outages():
             with self.subTest(kind=kind.__name__):
-                began = time.monotonic()
-                end = kind()
-                let_pass(max(0.0, began + 2.5 - time.monotonic()))  # the outage itself
-                end()
-                self.consul.heal()
-                over = time.monotonic()
-                # Every holder renews after the outage before the next one begins.
-                wait_for(lambda: all(self.requests_since(over, f"/v1/session/renew/{s}")
-                                     for s in sessions), 15, "a renewal of every session")
+                self.outage(kind, sessions)
                 for k, holder in enumerate(holders):
                     self.assertIsNone(holder.poll(), f"holder {k} ended")
                     self.assertFalse(os.path.exists(self.path(f"term.{k}")),
@@ -153,6 +144,49 @@ class OutageTest(ConsulFaultCase):
             code, _, err = self.finish(holder)
             self.assertEqual((code, err), (0, ""), f"holder {k}")
         self.assert_nothing_left()
+
+    def test_2_5s_outages_while_waiting_end_no_wait(self):
+        # A waiter's session outlives a 2.5 s outage as a holder's does, and so does its wait:
+        # failed reads and writes are asked again once the agent answers.
+        holders = [self.hold(prefix=f"{self.prefix}/lock", gate="gate.lock")]
+        holders += [self.hold("-n", "2", prefix=f"{self.prefix}/sem", gate=f"gate.sem{k}")
+                    for k in range(2)]
+        waiters = {name: self.start_lock(*flags, f"{self.prefix}/{name}",
+                                         "touch " + self.path(f"ran.{name}"))
+                   for name, flags in (("lock", ()), ("sem", ("-n", "2")))}
+        self.wait_waiting(len(holders) + len(waiters))
+        sessions = self.new_sessions()
+        for kind in self.outages():
+            with self.subTest(kind=kind.__name__):
+                self.outage(kind, sessions)
+                for waiter in waiters.values():
+                    self.assert_running(waiter)
+        for holder in holders:
+            self.assert_running(holder)
+        for gate in ("gate.lock", "gate.sem0"):
+            self.release(gate)
+        for name, waiter in waiters.items():
+            self.assert_succeeds(waiter)
+            self.assertTrue(os.path.exists(self.path(f"ran.{name}")))
+        self.release("gate.sem1")
+        for holder in holders:
+            self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+    def outages(self):
+        return (self.five_xx, self.closed_connections, self.hung_requests, self.paused_agent)
+
+    def outage(self, kind, sessions):
+        """One outage; returns once every session in `sessions` has been renewed after it, so
+        that the next one begins with full leases."""
+        began = time.monotonic()
+        end = kind()
+        let_pass(max(0.0, began + 2.5 - time.monotonic()))  # the outage itself
+        end()
+        self.consul.heal()
+        over = time.monotonic()
+        wait_for(lambda: all(self.requests_since(over, f"/v1/session/renew/{s}")
+                             for s in sessions), 15, "a renewal of every session")
 
 
 class PacingTest(ConsulFaultCase):
@@ -186,8 +220,8 @@ class PacingTest(ConsulFaultCase):
                     self.assertLess(asked, 25 * len(pids), f"{mode}: {asked} requests")
                     self.assertLess(spent, 0.3 * SLOW, f"{mode}: {spent:.2f}s of CPU")
                 for holder in holders:
-                    self.assertIsNone(holder.poll())
-                self.assertIsNone(waiter.poll())
+                    self.assert_running(holder)
+                self.assert_running(waiter)
                 for k in range(n):
                     self.release(f"gate{n}.{k}")
                 self.assert_succeeds(waiter)
@@ -389,7 +423,7 @@ class MessageTest(ConsulFaultCase):
                               if "index=" in q["query"]]) >= 2, 10, "the waiter to ask again")
         waits = [q["at"] for q in self.consul.requests() if "index=" in q["query"]]
         self.assertGreaterEqual(waits[1] - waits[0], 0.9)
-        self.assertIsNone(waiter.poll())
+        self.assert_running(waiter)
         self.release()
         self.assert_succeeds(holder)
         self.assert_succeeds(waiter)

@@ -206,7 +206,7 @@ class QueueTest(QueueCase):
         self.assert_succeeds(second)
         self.assert_succeeds(waiter)
         self.assertEqual(self.order(), ["1"])
-        self.assertIsNone(first.poll())
+        self.assert_running(first)
         self.release("first")
         self.assert_succeeds(first)
 

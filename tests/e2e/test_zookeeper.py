@@ -311,7 +311,7 @@ class QueueTest(ZooKeeperCase):
         self.assertEqual(self.finish(first)[0], 1)
         wait_for(lambda: self.watches_of(stat.ephemeralOwner) == {held, last}, 10,
                  "the second waiter to watch the holder's node")
-        self.assertIsNone(second.poll())
+        self.assert_running(second)
         self.release()
         self.assert_succeeds(holder)
         self.assert_succeeds(second)
@@ -529,7 +529,7 @@ class CuratorInteropTest(ZooKeeperCase):
         ours, = set(names) - {theirs}
         self.assertLess(theirs[-10:], ours[-10:])  # behind it in Curator's order
         self.assertFalse(os.path.exists(self.path("ran")))
-        self.assertIsNone(waiter.poll())
+        self.assert_running(waiter)
         self.assertEqual(curator.release(), 0)
         self.assert_succeeds(waiter)
         self.assertTrue(os.path.exists(self.path("ran")))

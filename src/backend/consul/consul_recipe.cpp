@@ -68,12 +68,30 @@ KvRead ConsulContention::read(const std::string& key, bool recurse, WaitIndex& w
   return r;
 }
 
-std::unique_ptr<Hold> ConsulContention::lock() {
-  const std::string& id = session_->id();
-  std::string key = lock_key(spec_.prefix);
+std::unique_ptr<Hold> ConsulContention::wait_in_turns(
+    const std::function<std::unique_ptr<Hold>(WaitIndex&)>& turn) {
   WaitIndex waits;
   for (;;) {
     if (!wait_.keep_going()) give_up();
+    try {
+      if (auto hold = turn(waits)) return hold;
+    } catch (const NetworkError& e) {
+      // The session lives on while its keeper can renew it: a request the agent did not answer
+      // (or answered 5xx) is asked again after a pause, as etcd's and ZooKeeper's waits do, and
+      // the wait ends only when the session does. Every turn starts from a fresh read, so a
+      // write whose answer was lost is found out rather than made twice.
+      auto* busy = dynamic_cast<const ServerUnavailable*>(&e);
+      milliseconds pause = waits.failed(busy ? busy->retry_after : std::nullopt);
+      verbose("{}; asking again in {}ms", e.what(), pause.count());
+      wait_.pause(pause);
+    }
+  }
+}
+
+std::unique_ptr<Hold> ConsulContention::lock() {
+  const std::string& id = session_->id();
+  std::string key = lock_key(spec_.prefix);
+  return wait_in_turns([&](WaitIndex& waits) -> std::unique_ptr<Hold> {
     milliseconds pause;
     KvRead r = read(key, false, waits, pause);
     const KvPair* pair = r.pairs.empty() ? nullptr : &r.pairs[0];
@@ -82,7 +100,7 @@ std::unique_ptr<Hold> ConsulContention::lock() {
       verbose("{} is held by session {}; waiting", key, printable(pair->session));
       interrupt_.queued();  // a lock's contenders keep no place in line: waiting is all
       wait_.pause(pause);
-      continue;
+      return nullptr;
     }
     if (client_.acquire(key, value_, kLockFlags, id)) {
       // Read back from the leader: only a key our session really holds counts. The fencing
@@ -99,17 +117,18 @@ std::unique_ptr<Hold> ConsulContention::lock() {
       }
       verbose("Consul said {} was acquired, but our session does not hold it; looking again", key);
       wait_.pause(waits.stalled());
-      continue;
+      return nullptr;
     }
     // Refused: someone else was quicker (wait on them), or a lock-delay is in force.
     waits.stalled();
     KvRead again = client_.get(key, false);
     waits.answered(again.index, fingerprint(again.pairs), milliseconds(0));
-    if (!again.pairs.empty() && !again.pairs[0].session.empty()) continue;
+    if (!again.pairs.empty() && !again.pairs[0].session.empty()) return nullptr;
     verbose("{} is free but a lock-delay is in force; trying again in {}s", key, kLockRetryTime.count());
     wait_.pause(kLockRetryTime);
     waits.stalled();
-  }
+    return nullptr;
+  });
 }
 
 std::unique_ptr<Hold> ConsulContention::semaphore() {
@@ -118,21 +137,22 @@ std::unique_ptr<Hold> ConsulContention::semaphore() {
   if (!client_.acquire(contender, value_, kSemaphoreFlags, id))
     throw Error("failed to make contender entry " + contender);
   interrupt_.queued();
-  WaitIndex waits;
-  for (;;) {
-    if (!wait_.keep_going()) give_up();
+  return wait_in_turns([&](WaitIndex& waits) -> std::unique_ptr<Hold> {
     milliseconds pause;
     KvRead r = read(semaphore_keys(spec_.prefix), true, waits, pause);
     SemaphoreState s = read_semaphore(r.pairs, spec_.prefix, spec_.limit);
-    if (static_cast<int>(s.holders.size()) >= s.limit) {
-      verbose("all {} slots of {} are taken; waiting", s.limit, spec_.prefix);
-      wait_.pause(pause);
-      continue;
-    }
-    s.holders[id] = true;
-    if (!client_.put_cas(lock_key(spec_.prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) {
-      wait_.pause(waits.stalled());  // someone else changed it first: look again
-      continue;
+    // Already listed: a check-and-set of ours took effect but its answer was lost.
+    if (!s.holders.contains(id)) {
+      if (static_cast<int>(s.holders.size()) >= s.limit) {
+        verbose("all {} slots of {} are taken; waiting", s.limit, spec_.prefix);
+        wait_.pause(pause);
+        return nullptr;
+      }
+      s.holders[id] = true;
+      if (!client_.put_cas(lock_key(spec_.prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) {
+        wait_.pause(waits.stalled());  // someone else changed it first: look again
+        return nullptr;
+      }
     }
     // Read back from the leader: only a slot that the recipe's own rules count as ours is one
     // (our session among the holders, and holding our contender key).
@@ -141,13 +161,13 @@ std::unique_ptr<Hold> ConsulContention::semaphore() {
     if (!now.holders.contains(id)) {
       verbose("Consul took our slot of {}, but the holders it lists do not include us; looking again", spec_.prefix);
       wait_.pause(waits.stalled());
-      continue;
+      return nullptr;
     }
     verbose("took a slot of {} ({} of {} held) with session {}", spec_.prefix, now.holders.size(),
             now.limit, id);
     return std::make_unique<ConsulHold>(config_.client, std::move(session_),
                                         ConsulHoldSpec{spec_.prefix, spec_.limit, contender, now.modify_index});
-  }
+  });
 }
 
 }  // namespace lk

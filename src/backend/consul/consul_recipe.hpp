@@ -4,6 +4,7 @@
 // run on one session, made for the contention and kept by a LeaseKeeper; the keys they touch
 // are laid out as consul_layout.hpp says.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,10 @@ class ConsulContention {
   [[noreturn]] void give_up();
 
  private:
+  // Runs `turn` until it returns the hold, with the checks and pauses between turns that every
+  // wait shares.
+  std::unique_ptr<Hold> wait_in_turns(const std::function<std::unique_ptr<Hold>(WaitIndex&)>& turn);
+
   // A blocking query on `key`, timed for WaitIndex; `pause` is how long to wait before the next.
   KvRead read(const std::string& key, bool recurse, WaitIndex& waits, std::chrono::milliseconds& pause);
 
