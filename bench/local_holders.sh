@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Many holders at once on the local backend, beside flock(1) holding as many files of its own:
 # how long until all hold, what each costs the machine while it holds (CPU, which for lock is its
-# loss watch, a path check once a second; memory, kernel's share included; descriptors of one
+# loss watch, a path check every 5 s; memory, kernel's share included; descriptors of one
 # holding process), and how long until all have let go. Prints both and their ratios.
 #
 #   bench/local_holders.sh                  # 10000 holders, build/lock
