@@ -1,6 +1,8 @@
 #pragma once
 // The backend-neutral contract between the runner and a lock service. A backend knows nothing of
 // children; the runner knows nothing of files, sessions or leases.
+#include <poll.h>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -10,11 +12,10 @@
 
 #include "backend/errors.hpp"
 #include "backend/holder_record.hpp"
+#include "net/wake.hpp"
 #include "util/deadline.hpp"
 
 namespace lk {
-
-struct Wake;  // net/wake.hpp
 
 struct LockSpec {
   std::string prefix;        // already validated (see prefix.hpp)
@@ -22,13 +23,25 @@ struct LockSpec {
   std::string session_name;  // shown to whoever asks who holds the prefix
 };
 
-// Lets a long wait be cut short: when `fd` becomes readable, `should_stop()` says whether to give up.
+// Lets a long wait be cut short: when `fd` becomes readable, `keep_going()` says whether to go on
+// waiting, as a Wake's does.
 // `queued()` is called when the wait has its place in line, perhaps more than once (a start-over);
 // an uncontended acquisition may return without calling it.
 struct Interrupt {
   int fd = -1;
-  std::function<bool()> should_stop = [] { return false; };
+  std::function<bool()> keep_going = [] { return true; };
   std::function<void()> queued = [] {};
+
+  // Asks keep_going() only once `fd` is readable: asking may cost a look at the server (the
+  // runner's notices and status lines), and a request's wait asks every second besides.
+  bool keep_going_if_woken() const {
+    pollfd p{fd, POLLIN, 0};
+    return fd < 0 || poll(&p, 1, 0) <= 0 || keep_going();
+  }
+  // The same, for a request: `this` must outlive the Wake.
+  Wake wake() const {
+    return {{fd}, [this] { return keep_going_if_woken(); }};
+  }
 };
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;

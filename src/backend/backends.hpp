@@ -26,6 +26,8 @@ struct BackendInfo {
   // variable, set and not empty.
   std::vector<std::string_view> selecting_flags = {};
   const char* selecting_env = nullptr;
+  // Variables its configure() reads besides its flags' own (option_variables() gathers them).
+  std::vector<const char*> variables = {};
   // Once it is chosen: fills its defaults and checks its limits; throws UsageError.
   void (*configure)(Options& o, const Given& given) = nullptr;
 };

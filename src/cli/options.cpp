@@ -393,4 +393,17 @@ std::string usage_text() {
   return cli.app.help();
 }
 
+std::vector<std::string> option_variables() {
+  std::vector<std::string> names;
+  auto add = [&](const char* name) {
+    if (name && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  };
+  for (const FlagInfo& f : kFlags) add(f.env);
+  for (const BackendInfo* b : backends()) {
+    add(b->selecting_env);
+    for (const char* name : b->variables) add(name);
+  }
+  return names;
+}
+
 }  // namespace lk

@@ -54,4 +54,8 @@ Options parse_options(const std::vector<std::string>& args);
 
 std::string usage_text();
 
+// Every environment variable parse_options reads: the flags' own, those that select a backend,
+// and those a backend reads for its defaults.
+std::vector<std::string> option_variables();
+
 }  // namespace lk

@@ -161,12 +161,12 @@ int run(const Options& o) {
   WaitNotice notice(signals.fd(), systemd.timer_fd(), std::chrono::seconds(3));
   Interrupt interrupt{notice.fd(),
                       [&] {
-                        if (stop_requested()) return true;
+                        if (stop_requested()) return false;
                         notice.maybe_print([&] { return waiting_for(*backend, o.prefix, status_wake); });
                         if (systemd.tick())
                           if (auto line = waiting_status(*backend, o, what, status_wake))
                             systemd.status(*line);
-                        return stop_requested();
+                        return !stop_requested();
                       },
                       [&] {
                         if (o.ready_when_queued) systemd.ready();

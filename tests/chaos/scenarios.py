@@ -41,7 +41,7 @@ from contenders import Contenders, LogWatcher, alive  # noqa: E402
 from etcd_server import EtcdServer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fixture import ConsulDouble  # noqa: E402
-from harness import LOCK, SLOW  # noqa: E402
+from harness import LOCK, PATH_CHECK_PERIOD, SLOW  # noqa: E402
 from register import RegisterStore  # noqa: E402
 from zk_frames import UpstreamFrames, zk_created_path  # noqa: E402
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # noqa: E402
@@ -628,8 +628,8 @@ def _remove_state_dir(run, v):
     """rm -rf of the local state directory while the victim holds (renamed away first, so that
     it is gone at one instant), with every other holder of the moment (-n 2). Newcomers take the
     lock at once in a fresh one: README.md allows that overlap until each old holder's path check
-    notices (1 s) and its child stops, provided the newcomer's token is higher. The waiters start
-    over in the fresh directory: none of their runs may fail."""
+    notices (every PATH_CHECK_PERIOD) and its child stops, provided the newcomer's token is
+    higher. The waiters start over in the fresh directory: none of their runs may fail."""
     removed = time.monotonic()
     holders = run.watcher.open_sections()
     for s in holders:
@@ -674,7 +674,7 @@ def _remove_state_dir(run, v):
             break
         except OSError:
             continue
-    limit = 1.0 + 2.0 * SLOW
+    limit = PATH_CHECK_PERIOD + 2.0 * SLOW
     if not wait_until(lambda: all(s.end is not None for s in holders), limit):
         run.problem(f"a holder's child still ran {limit:.1f}s after its state directory went")
 
@@ -953,10 +953,10 @@ class Scenario:
 
     def excuse_lost_slots(self):
         """A section that held a slot file removed under it (README.md: the path check notices
-        within a second) may overlap newcomers; it must end within the limit all the same. Only
-        one whose child started at about that instant, though: a `lock` that takes a slot in the
-        removed directory later must notice before it starts a child."""
-        limit = 1.0 + 2.0 * SLOW
+        within PATH_CHECK_PERIOD) may overlap newcomers; it must end within the limit all the
+        same. Only one whose child started at about that instant, though: a `lock` that takes a
+        slot in the removed directory later must notice before it starts a child."""
+        limit = PATH_CHECK_PERIOD + 2.0 * SLOW
         for s in self.watcher.sections:
             if s.slot not in self.lost_slots:
                 continue

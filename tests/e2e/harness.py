@@ -15,6 +15,8 @@ LOCK = os.environ.get("LOCK_BIN") or os.path.join(
 
 # Under the sanitizers every start is slower; bounds on behaviour scale with it.
 SLOW = 3.0 if "asan" in os.path.basename(LOCK) else 1.0
+# How often a local holder looks its lock file up again (src/backend/local/local_hold.cpp).
+PATH_CHECK_PERIOD = 5.0
 
 # A shell command that forks, leaves the session, forks again and closes every descriptor, as daemon(3) does, and
 # ignores SIGTERM; it writes its pid to the file named after it.

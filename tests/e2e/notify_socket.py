@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import select
+import signal
 import socket
 import struct
 import threading
@@ -13,7 +14,7 @@ import time
 import types
 import uuid
 
-from harness import SLOW, wait_for
+from harness import SLOW, send, wait_for
 
 
 class Datagram:
@@ -268,3 +269,32 @@ class NotifiesWhileWaiting:
     def test_notify_a_semaphore_waiter_names_every_holder(self):
         holders = [self.hold("-n", "2", prefix=self.prefix, gate=f"go{k}") for k in range(2)]
         self.check_waiting_then_holding(2, holders)
+
+
+class StatusLookupCutShort:
+    """For the server backends' fault cases. Under systemd a waiter looks the holders up for its
+    status line, 0.5 s into the wait and every 2 s after. The server answers every other request,
+    but not that read: SIGTERM must still end the wait at once, not when the read's time is up.
+    The test case gives lookup_prefix, hold_ahead() (a holder ahead that stays; returns what lets
+    it go), hang_status_lookups() (returns whether a lookup was asked since) and
+    assert_nothing_left()."""
+
+    def test_a_stop_signal_cuts_short_a_status_lookup_the_server_leaves_unanswered(self):
+        for var in NotifiesWhileWaiting.NOTIFY_VARS:
+            self.env.pop(var, None)
+        let_go = self.hold_ahead()
+        asked = self.hang_status_lookups()
+        sock = NotifySocket(self)
+        ran = self.path("ran")
+        waiter = self.start_lock(self.lookup_prefix, "touch " + ran,
+                                 env=dict(self.env, NOTIFY_SOCKET=sock.address))
+        wait_for(asked, what="the waiter's status lookup")
+        start = time.monotonic()
+        send(waiter, signal.SIGTERM)
+        code, out, err = self.finish(waiter)
+        self.assertLess(time.monotonic() - start, 1.5 * SLOW)
+        self.assertEqual((code, out, err),
+                         (1, "", "lock: interrupted by SIGTERM while waiting for the lock\n"))
+        self.assertFalse(os.path.exists(ran))
+        let_go()
+        self.assert_nothing_left()

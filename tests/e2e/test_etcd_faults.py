@@ -15,8 +15,8 @@ import urllib.error
 
 from etcd_fake import FakeEtcd, b64, reply, unb64
 from etcd_server import EtcdTestCase
-from harness import LOCK, SLOW, LockTestCase, peak_rss, read_file, send, wait_for
-from notify_socket import NotifiesWhileWaiting, NotifySocket
+from harness import LOCK, SLOW, LockTestCase, peak_rss, read_file, wait_for
+from notify_socket import StatusLookupCutShort
 
 MB = 1 << 20
 
@@ -413,29 +413,24 @@ class ReleaseTest(FakeEtcdCase):
                          r"\(.+\); lease [0-9a-f]+ and our key expire by themselves within 10s\n$")
 
 
-class StatusLookupTest(FakeEtcdCase):
-    def test_a_stop_signal_cuts_short_a_status_lookup_etcd_leaves_unanswered(self):
-        # Under systemd a waiter looks the holders up for its status line, 0.5 s into the wait and
-        # every 2 s after. etcd answers every other request, but not that read: SIGTERM must
-        # still end the wait at once, not when the read's 5 s are up.
-        for var in NotifiesWhileWaiting.NOTIFY_VARS:
-            self.env.pop(var, None)
-        self.fake.put_key("p/1")  # a holder ahead that never leaves
+class StatusLookupTest(StatusLookupCutShort, FakeEtcdCase):
+    """A stop signal while etcd leaves a status lookup unanswered (the test is
+    StatusLookupCutShort's)."""
 
+    lookup_prefix = "p"
+
+    def hold_ahead(self):
+        self.fake.put_key("p/1")  # a holder ahead that never leaves
+        return lambda: None
+
+    def hang_status_lookups(self):
         def unanswered(request, default):
             self.fake.stopping.wait(30)
             return default()
         self.fake.override("/v3/kv/range", unanswered)  # waiting itself reads nothing
-        sock = NotifySocket(self)
-        waiter = self.start_lock("p", "touch " + self.ran, env=dict(self.env, NOTIFY_SOCKET=sock.address))
-        wait_for(lambda: self.fake.requests("/v3/kv/range"), what="the waiter's status lookup")
-        start = time.monotonic()
-        send(waiter, signal.SIGTERM)
-        code, out, err = self.finish(waiter)
-        self.assertLess(time.monotonic() - start, 1.5 * SLOW)
-        self.assertEqual((code, out, err),
-                         (1, "", "lock: interrupted by SIGTERM while waiting for the lock\n"))
-        self.assertFalse(os.path.exists(self.ran))
+        return lambda: self.fake.requests("/v3/kv/range")
+
+    def assert_nothing_left(self):
         self.assertEqual(self.fake.live_leases(), set())
 
 

@@ -14,7 +14,6 @@ import select
 import signal
 import stat
 import subprocess
-import sys
 import time
 import tty
 import unittest
@@ -23,10 +22,9 @@ import uuid
 from etcd_server import EtcdTestCase
 from harness import DAEMONIZE, LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
 from notify_socket import NotifySocket
+from test_consul import ConsulTestCase
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double"))
-from fixture import ConsulDouble  # noqa: E402
 
 ZOOKEEPER_MISSING = zookeeper_missing()
 
@@ -496,30 +494,9 @@ class EtcdEscapesTest(EveryOutput, HostileCase, EtcdTestCase):
             self.assertIn(escaped(key), err.decode())
 
 
-class ConsulEscapesTest(EveryOutput, HostileCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.consul = cls.enterClassContext(ConsulDouble())
-
-    def setUp(self):
-        super().setUp()
-        for var in ("CONSUL_HTTP_TOKEN", "CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_SSL"):
-            self.env.pop(var, None)
-        self.env["CONSUL_HTTP_ADDR"] = self.consul.http_addr
-        self.prefix = self.id().rsplit(".", 1)[1]
-
-    def tearDown(self):
-        # SIGTERM first, so that a holder lets go of its key before the harness kills it.
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        super().tearDown()
+class ConsulEscapesTest(EveryOutput, HostileCase, ConsulTestCase):
+    """On the Consul double, one per class, with ConsulTestCase's prefix per test and its ending
+    (SIGTERM first, so that a holder lets go of its key before the harness kills it)."""
 
     def test_a_holders_value_is_escaped_once_in_status_and_raw_in_json(self):
         holder = self.hold("-value", "\033[2Jx", prefix=self.prefix)

@@ -15,9 +15,7 @@ import subprocess
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, prefixes_left, read_file, wait_for
-
-PATH_CHECK_PERIOD = 5.0  # how often a holder looks its lock file up again (local_hold.cpp)
+from harness import LOCK, PATH_CHECK_PERIOD, SLOW, LockTestCase, prefixes_left, read_file, wait_for
 
 
 def group_members(pgid):

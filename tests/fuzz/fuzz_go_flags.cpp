@@ -23,18 +23,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Every variable parse_options reads (the list in tests/unit/options_test.cpp).
-const char* const kEnvironment[] = {
-    "LOCK_BACKEND",           "LOCK_STATE_DIR",         "XDG_RUNTIME_DIR",
-    "CONSUL_HTTP_ADDR",       "CONSUL_HTTP_TOKEN",      "CONSUL_HTTP_TOKEN_FILE",
-    "CONSUL_CACERT",          "CONSUL_CAPATH",          "CONSUL_CLIENT_CERT",
-    "CONSUL_CLIENT_KEY",      "CONSUL_TLS_SERVER_NAME", "CONSUL_HTTP_SSL",
-    "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS",      "ETCDCTL_CACERT",
-    "ETCDCTL_CERT",           "ETCDCTL_KEY",            "ETCDCTL_USER",
-    "ETCDCTL_PASSWORD"};
+// Every variable parse_options reads.
+const std::vector<std::string>& environment() {
+  static const std::vector<std::string> names = lk::option_variables();
+  return names;
+}
 
 void clear_environment() {
-  for (const char* name : kEnvironment) unsetenv(name);
+  for (const std::string& name : environment()) unsetenv(name.c_str());
 }
 
 // --- strconv.ParseInt(s, 0, 64), ported from Go's src/strconv/atoi.go ---------------------------
@@ -302,8 +298,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (; first < args.size() && args[first].starts_with('@'); ++first) {
     auto eq = args[first].find('=');
     std::string name = args[first].substr(1, eq == std::string::npos ? std::string::npos : eq - 1);
-    for (const char* known : kEnvironment)
-      if (name == known) setenv(known, eq == std::string::npos ? "" : args[first].c_str() + eq + 1, 1);
+    for (const std::string& known : environment())
+      if (name == known) setenv(name.c_str(), eq == std::string::npos ? "" : args[first].c_str() + eq + 1, 1);
   }
   args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(first));
 

@@ -2,10 +2,12 @@
 // the choice of backend.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,25 +22,16 @@ namespace {
 
 using Args = std::vector<std::string>;
 
-// Every variable parse_options reads. A Scope clears them all for one test case and puts back
-// what the process had when it ends, so the developer's own environment cannot leak into a test
-// nor one case into the next.
-const char* const kEnvironment[] = {
-    "LOCK_BACKEND",          "LOCK_STATE_DIR",         "XDG_RUNTIME_DIR",
-    "CONSUL_HTTP_ADDR",      "CONSUL_HTTP_TOKEN",      "CONSUL_HTTP_TOKEN_FILE",
-    "CONSUL_CACERT",         "CONSUL_CAPATH",          "CONSUL_CLIENT_CERT",
-    "CONSUL_CLIENT_KEY",     "CONSUL_TLS_SERVER_NAME", "CONSUL_HTTP_SSL",
-    "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS",     "ETCDCTL_CACERT",
-    "ETCDCTL_CERT",          "ETCDCTL_KEY",            "ETCDCTL_USER",
-    "ETCDCTL_PASSWORD"};
-
+// A Scope clears every variable parse_options reads for one test case and puts back what the
+// process had when it ends, so the developer's own environment cannot leak into a test nor one
+// case into the next.
 class EnvScope {
  public:
   EnvScope() {
-    for (const char* name : kEnvironment) {
-      const char* value = std::getenv(name);
+    for (const std::string& name : lk::option_variables()) {
+      const char* value = std::getenv(name.c_str());
       saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
-      unsetenv(name);
+      unsetenv(name.c_str());
     }
   }
   ~EnvScope() {
@@ -675,4 +668,13 @@ TEST_CASE("zookeeper: a connect string from the flag or ZOOKEEPER_ENDPOINTS, 127
         "-token applies to the consul backend, not to -backend zookeeper");
   CHECK(error_of({"-backend", "zookeeper", "-ca-file", "f", "p", "c"}) ==
         "-ca-file applies to the consul and etcd backends, not to -backend zookeeper");
+}
+
+TEST_CASE("option_variables names each variable parse_options reads, once") {
+  std::vector<std::string> names = lk::option_variables();
+  for (const char* read : {"LOCK_BACKEND", "LOCK_STATE_DIR", "CONSUL_HTTP_ADDR", "CONSUL_HTTP_TOKEN_FILE",
+                           "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT",
+                           "ETCDCTL_PASSWORD", "ZOOKEEPER_ENDPOINTS"})
+    CHECK_MESSAGE(std::count(names.begin(), names.end(), read) == 1, read);
+  CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
 }

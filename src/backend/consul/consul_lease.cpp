@@ -1,7 +1,5 @@
 #include "backend/consul/consul_lease.hpp"
 
-#include <poll.h>
-
 #include "util/duration.hpp"
 #include "util/log.hpp"
 
@@ -10,10 +8,7 @@ namespace lk {
 ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& request,
                              LeaseTiming timing, Deadline deadline, const Interrupt& interrupt)
     : client_(config), ttl_(timing.ttl) {
-  Wake wake{{interrupt.fd}, [&] {
-              pollfd p{interrupt.fd, POLLIN, 0};
-              return !(interrupt.fd >= 0 && poll(&p, 1, 0) > 0 && interrupt.should_stop());
-            }};
+  Wake wake = interrupt.wake();
   client_.wait_out_retry_after(deadline, &wake);
   auto sent = Clock::now();
   try {

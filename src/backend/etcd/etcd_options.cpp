@@ -11,6 +11,7 @@ const BackendInfo kEtcdBackend{
     .own_flags = {"ca-file", "ca-path", "client-cert", "client-key", "tls-server-name", "session-ttl",
                   "value", "endpoints"},
     .selecting_flags = {"endpoints"},
+    .variables = {"ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY", "ETCDCTL_USER", "ETCDCTL_PASSWORD"},
     .configure = [](Options& o, const Given& given) {
       // etcdctl's own variables stand in for Consul's where no flag is given.
       auto etcd_env = [&](const char* flag, std::string& var, const char* env) {

@@ -6,14 +6,6 @@
 #include "util/printable.hpp"
 
 namespace lk {
-namespace {
-
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
-}  // namespace
 
 LeaseWait::LeaseWait(Deadline deadline, const Interrupt& interrupt, LeaseKeeper& keeper)
     : deadline_(deadline),
@@ -33,7 +25,7 @@ bool LeaseWait::keep_going() {
   if (why_ != Why::none) return false;
   if (deadline_.passed()) why_ = Why::timeout;
   else if (keeper_.reason()) why_ = Why::lost;
-  else if (readable(interrupt_.fd) && interrupt_.should_stop()) why_ = Why::interrupted;
+  else if (!interrupt_.keep_going_if_woken()) why_ = Why::interrupted;
   return why_ == Why::none;
 }
 

@@ -139,7 +139,7 @@ std::optional<std::size_t> lock_any(std::span<const LockTarget> targets, Deadlin
       }
       break;
     }
-    if (n > 0 && (fds[1].revents & POLLIN) && interrupt.should_stop()) {
+    if (n > 0 && (fds[1].revents & POLLIN) && !interrupt.keep_going()) {
       stop_all(waiters);
       unlock_all(waiters);
       throw Interrupted("interrupted while waiting for the lock");

@@ -27,7 +27,7 @@ HolderRecord record_of(const std::string& prefix, const std::optional<ZkNode>& n
 
 std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline,
                                          const Interrupt& interrupt) {
-  Wake connect_wake{{interrupt.fd}, [&] { return !interrupt.should_stop(); }};
+  Wake connect_wake = interrupt.wake();
   try {
     auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
     auto lease = std::make_unique<ZkLease>(config_.connect, ttl, config_.lease.kill_after,

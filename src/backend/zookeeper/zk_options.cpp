@@ -12,6 +12,7 @@ const BackendInfo kZooKeeperBackend{
     .name = "zookeeper",
     .companion = "lock-zookeeper",
     .own_flags = {"session-ttl", "value", "endpoints"},
+    .variables = {"ZOOKEEPER_ENDPOINTS"},
     .configure = [](Options& o, const Given& given) {
       // The flag's own variable is etcdctl's, whose URLs mean nothing to ZooKeeper.
       if (!given("endpoints")) o.zookeeper = env_or_empty("ZOOKEEPER_ENDPOINTS");
