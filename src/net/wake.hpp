@@ -24,6 +24,12 @@ struct ServerUnavailable : NetworkError {
   std::optional<std::chrono::seconds> retry_after;
 };
 
+// The server's hint of when to ask again, if the error carries one.
+inline std::optional<std::chrono::seconds> retry_after_of(const NetworkError& e) {
+  auto* busy = dynamic_cast<const ServerUnavailable*>(&e);
+  return busy ? busy->retry_after : std::nullopt;
+}
+
 // What may cut a long request short: descriptors to wake on, and whether to go on then.
 struct Wake {
   std::vector<int> fds;

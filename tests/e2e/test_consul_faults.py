@@ -536,5 +536,6 @@ class ReleaseTest(ConsulFaultCase):
                 self.consul.heal()
                 self.assert_nothing_left()
 
+
 if __name__ == "__main__":
     unittest.main()

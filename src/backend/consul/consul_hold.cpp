@@ -83,11 +83,8 @@ void ConsulHold::monitor() {
       if (auto lost = still_held(r)) return keeper.lose(*lost);
     } catch (const Cancelled&) {
       return;
-    } catch (const ServerUnavailable& e) {
-      pause = waits.failed(e.retry_after);
-      verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const NetworkError& e) {
-      pause = waits.failed();
+      pause = waits.failed(retry_after_of(e));
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const MalformedReply& e) {
       pause = waits.failed();

@@ -80,8 +80,7 @@ std::unique_ptr<Hold> ConsulContention::wait_in_turns(
       // (or answered 5xx) is asked again after a pause, as etcd's and ZooKeeper's waits do, and
       // the wait ends only when the session does. Every turn starts from a fresh read, so a
       // write whose answer was lost is found out rather than made twice.
-      auto* busy = dynamic_cast<const ServerUnavailable*>(&e);
-      milliseconds pause = waits.failed(busy ? busy->retry_after : std::nullopt);
+      milliseconds pause = waits.failed(retry_after_of(e));
       verbose("{}; asking again in {}ms", e.what(), pause.count());
       wait_.pause(pause);
     }

@@ -211,8 +211,8 @@ std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec
       // The lease lives on while the keeper can renew it; the queue is read again once etcd
       // answers, or when the server said it would.
       pause = backoff.next();
-      if (auto* busy = dynamic_cast<const ServerUnavailable*>(&e); busy && busy->retry_after)
-        pause = std::max<std::chrono::milliseconds>(pause, *busy->retry_after);
+      if (auto retry_after = retry_after_of(e))
+        pause = std::max<std::chrono::milliseconds>(pause, *retry_after);
       verbose("{}; trying again in {}ms", e.what(), pause.count());
     }
     wait.pause(pause);
