@@ -323,6 +323,43 @@ class TwoUsersTest(HostileCase):
     def test_as_it_lets_go(self):
         self.check_step("as_it_lets_go")
 
+    def test_strangers_among_the_tickets_hold_up_no_one(self):
+        """B's files where tickets go, which A may not open or wait on (a private one under a
+        ticket's name, one whose name is an escape sequence, a FIFO), are no waiters of A's: A's
+        runs go through as if they were not there, queue behind one another as before, and say
+        nothing, B's name least of all."""
+        case = types.SimpleNamespace(tag="strangers", problems=[], notes=[], said=[], planted={},
+                                     lost=False)
+        case.state = os.path.join(self.shared, case.tag)
+        case.log = os.path.join(self.out, case.tag + ".log")
+        for path in (case.state, os.path.join(case.state, "p")):
+            reply = self.ask_b(op="mkdir", path=path, mode=0o2770, group=self.gid)
+            self.assertTrue(reply["ok"], reply)
+            case.planted[path] = reply["made"]
+        for kind, target in (("private", "q.00000000000000000000"),
+                             ("private", "h.00000000000000000000"),
+                             ("private", "q.0\x1b]0;PWNED\x07\x1b[2J"),
+                             ("fifo", "q.00000000000000000005")):
+            self.plant(case, kind, target)
+        self.assertEqual(case.notes, [])
+        self.once(case, "first")
+        holder = self.hold_a(case, "holder", ["go"])
+        waiter = self.start_a(case, "-timeout", "10s", "p", self.child(case, "waiter"))
+        prefix = os.path.join(case.state, "p")
+
+        def queued():
+            return any(name.startswith("q.") and os.lstat(os.path.join(prefix, name)).st_uid
+                       == self.user_a.pw_uid for name in os.listdir(prefix))
+        if not wait_until(lambda: queued() or waiter.poll() is not None, 10):
+            case.problems.append("the waiter never queued")
+        self.open_gate(case, "go")
+        self.finish_a(case, holder, "the holder", 5)
+        self.finish_a(case, waiter, "the waiter", 10 + 3)
+        self.status(case)
+        self.assertEqual(case.said, [], "a stranger's file stopped a run")
+        self.assertIn("enter waiter", read_file(case.log))
+        self.assert_case(case)
+
 
 if __name__ == "__main__":
     unittest.main()

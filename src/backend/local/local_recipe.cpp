@@ -49,9 +49,13 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Dead
     while (ahead != files.begin() && !just_ahead) {
       const std::string& file = *--ahead;
       // Gone: it left while we looked, or became the holder's h.<n>, and then we are next. Not
-      // a regular file: no waiter's, whoever put it there; neither waited for nor removed.
+      // a regular file, or one we may not open (every waiter's ticket is its user's alone, and
+      // so another user's, a stranger in our state directory): no waiter of ours, whoever put
+      // it there; neither waited for nor removed. Order among us is all a ticket keeps: the
+      // slot locks of step 3 keep the exclusion.
       UniqueFd fd = open_state_file(dir.fd(), file.c_str(), O_RDONLY);
-      if (!fd && errno != ENOENT && errno != ENOTSUP) throw sys_error("cannot open " + dir.path(file));
+      if (!fd && errno != ENOENT && errno != ENOTSUP && errno != EACCES && errno != EPERM)
+        throw sys_error("cannot open " + dir.path(file));
       if (!fd) continue;
       if (!try_lock(fd.get(), LockKind::shared)) {
         just_ahead = std::move(fd);

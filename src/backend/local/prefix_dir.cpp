@@ -22,6 +22,14 @@ bool starts_with(std::string_view name, std::string_view prefix) {
   return name.starts_with(prefix);
 }
 
+// q.<n> or h.<n> with n in the 20 digits ticket_file() writes: any other name is nobody's ticket,
+// whatever put it there, and is neither waited on nor shown.
+bool is_ticket(std::string_view name, bool held_too) {
+  if (name.size() != 22 || name[1] != '.' || !(name[0] == 'q' || (held_too && name[0] == 'h')))
+    return false;
+  return std::all_of(name.begin() + 2, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // Calls fn(name) for every entry of the directory but "." and "..". getdents64 on a descriptor of
 // its own (a listing starts at the top) rather than fdopendir, which adds an fstat and two fcntl
 // calls to each of the few listings every run makes.
@@ -160,7 +168,7 @@ std::string PrefixDir::slot_file(int slot) { return "slot." + std::to_string(slo
 std::vector<std::string> PrefixDir::tickets(bool held_too) const {
   std::vector<std::string> files;
   for_each_entry(dir_.get(), [&](const char* name) {
-    if (starts_with(name, "q.") || (held_too && starts_with(name, "h."))) files.emplace_back(name);
+    if (is_ticket(name, held_too)) files.emplace_back(name);
   });
   std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
     return ticket_number(a) < ticket_number(b);  // q. and h. alike

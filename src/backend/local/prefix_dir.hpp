@@ -56,7 +56,7 @@ class PrefixDir {
   void write_meta(const Meta& meta) const;
 
   // Tickets' file names in arrival order, those of dead waiters included; with `held_too`, the
-  // holder's h.<n> among them.
+  // holder's h.<n> among them. Only names of the form ticket_file() makes.
   std::vector<std::string> tickets(bool held_too = false) const;
   bool someone_waits() const;                  // is any ticket still locked by its waiter?
   bool moved() const;  // is the directory no longer at its path (removed, or moved away)?
