@@ -1,11 +1,12 @@
 # bash completion for lock(1)
 
 _lock() {
-    local value_flags=" n name monitor-retry timeout try kill-after ready backend state-dir http-addr
+    local value_flags=" n name monitor-retry timeout try conflict-exit-code lost-exit-code min-hold
+        kill-after ready backend state-dir http-addr
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
         endpoints session-ttl lock-delay value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
+        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
         -datacenter -stale -endpoints -session-ttl -lock-delay -value"
 
@@ -78,7 +79,7 @@ _lock() {
         [[ $cur == -?*=* && $COMP_WORDBREAKS != *=* ]] && pre=$flag=
         local opt=${flag#-}
         case ${opt#-} in
-            timeout | try | kill-after | session-ttl | lock-delay)
+            timeout | try | min-hold | kill-after | session-ttl | lock-delay)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "1s 5s 30s 5m 1h" -- "$value") ;;
             backend)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper" -- "$value") ;;

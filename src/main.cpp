@@ -1,10 +1,12 @@
-// argv → options → run (or show the status). Every error ends here, as one line on stderr and exit status 1.
+// argv → options → run (or show the status). Every error ends here, as one line on stderr and exit
+// status 1, or -conflict-exit-code when -timeout passed without the lock.
 #include <fcntl.h>
 
 #include <cstdio>
 #include <exception>
 
 #include "backend/companion.hpp"
+#include "backend/errors.hpp"
 #include "backend/make_backend.hpp"
 #include "cli/options.hpp"
 #include "runner/runner.hpp"
@@ -32,8 +34,10 @@ static int written(int status) {
 
 int main(int argc, char** argv) {
   ensure_stdio_open();
+  int conflict_exit_code = 1;
   try {
     lk::Options options = lk::parse_options({argv + 1, argv + argc});
+    conflict_exit_code = options.conflict_exit_code;
     if (options.help) {
       std::fputs(lk::usage_text().c_str(), stdout);
       return written(0);
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
     if (!lk::built_in(options.backend)) lk::exec_companion(argv, options.backend);
     lk::set_verbose(options.verbose);
     return options.status ? written(lk::show_status(options)) : lk::run(options);
+  } catch (const lk::AcquireTimeout& e) {
+    std::fprintf(stderr, "lock: %s\n", e.what());
+    return conflict_exit_code;
   } catch (const lk::UsageError& e) {
     std::fprintf(stderr, "lock: %s (see lock -help)\n", e.what());
   } catch (const std::exception& e) {

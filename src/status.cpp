@@ -19,6 +19,7 @@ nlohmann::json as_json(const HolderRecord& r) {
   put_text(j, "host", r.host);
   put_text(j, "name", r.name);
   put_text(j, "since", r.since);
+  if (!r.until.empty()) put_text(j, "until", r.until);
   return j;
 }
 

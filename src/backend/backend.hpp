@@ -62,6 +62,10 @@ class Hold {
   virtual EnvVars child_env() const = 0;
   // Descriptors the child tree inherits, so the hold outlives this process only as long as the tree.
   virtual std::vector<int> child_fds() const = 0;
+  // -min-hold, once the child has gone: the stored record, where it is lock's own, says that the
+  // hold lasts until `until` (RFC 3339), for -status and waiters. Throws Error when the record
+  // could not be written; the hold itself is unchanged either way.
+  virtual void hold_until(const std::string& until) = 0;
   // Gives the hold up (the child tree is gone by now) and removes what nobody uses any more.
   virtual void release() = 0;
 };

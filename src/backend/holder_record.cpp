@@ -23,17 +23,20 @@ HolderRecord HolderRecord::for_this_process(const std::string& prefix, const std
   gethostname(host, sizeof host - 1);
   r.host = host;
   r.pid = getpid();
-  // The calendar by arithmetic: gmtime_r and strftime load the time zone (/etc/localtime) on
-  // every run, which UTC does not need.
-  using namespace std::chrono;
-  auto now = system_clock::now();
-  auto today = floor<days>(now);
-  year_month_day date{today};
-  hh_mm_ss time{floor<seconds>(now - today)};
-  r.since = fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(date.year()),
-                        static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
-                        time.hours().count(), time.minutes().count(), time.seconds().count());
+  r.since = utc_text(std::chrono::system_clock::now());
   return r;
+}
+
+// The calendar by arithmetic: gmtime_r and strftime load the time zone (/etc/localtime) on every
+// run, which UTC does not need.
+std::string HolderRecord::utc_text(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  auto day = floor<days>(t);
+  year_month_day date{day};
+  hh_mm_ss time{floor<seconds>(t - day)};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                     time.hours().count(), time.minutes().count(), time.seconds().count());
 }
 
 std::string HolderRecord::to_json() const {
@@ -43,6 +46,7 @@ std::string HolderRecord::to_json() const {
   put_text(j, "name", name);
   put_text(j, "host", host);
   put_text(j, "since", since);
+  if (!until.empty()) put_text(j, "until", until);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -88,7 +92,8 @@ Int number_field(const nlohmann::json& j, const char* name) {
 
 std::string HolderRecord::who() const {
   if (pid == 0 && host.empty()) return "a holder with no record of lock's (not written yet, or another program's)";
-  return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since);
+  return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since) +
+         (until.empty() ? "" : ", held until " + printable(until) + " (-min-hold)");
 }
 
 HolderRecord HolderRecord::from_json(const std::string& text) {
@@ -102,7 +107,20 @@ HolderRecord HolderRecord::from_json(const std::string& text) {
   r.pid = number_field<pid_t>(j, "pid");
   r.since = text_field(j, "since");
   r.token = number_field<std::uint64_t>(j, "token");
+  if (j.contains("until")) r.until = text_field(j, "until");
   return r;
+}
+
+std::optional<std::string> HolderRecord::with_until(const std::string& value, const std::string& until) {
+  try {
+    if (from_json(value).pid != getpid()) return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  auto j = nlohmann::json::parse(value);
+  put_text(j, "until", until);
+  bool line = !value.empty() && value.back() == '\n';
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + (line ? "\n" : "");
 }
 
 HolderRecord HolderRecord::from_value(const std::string& prefix, const std::string& value,

@@ -1,7 +1,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace lk {
@@ -14,6 +16,10 @@ struct HolderRecord {
   pid_t pid = 0;
   std::string since;  // RFC 3339, UTC
   std::uint64_t token = 0;  // fencing token; 0 while waiting
+  std::string until;  // RFC 3339, UTC: -min-hold keeps the hold until then, the child gone
+
+  // `t` as RFC 3339, in UTC, to the second.
+  static std::string utc_text(std::chrono::system_clock::time_point t);
 
   static HolderRecord for_this_process(const std::string& prefix, const std::string& name);
   // A text field that is not UTF-8 also gets "<field>_base64", its exact bytes, which from_json
@@ -26,6 +32,9 @@ struct HolderRecord {
                                  const std::string& unnamed);
   // A holder known only by what it stored, or by `unnamed` when that is empty (escaped where
   // shown, like every name).
+  // `value` with "until" set, when it is a record of this process's (a value of -value is the
+  // user's, and stays as it is); its other fields, such as ZooKeeper's limit, are kept.
+  static std::optional<std::string> with_until(const std::string& value, const std::string& until);
   static HolderRecord named(const std::string& prefix, const std::string& value,
                             const std::string& unnamed);
   // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid

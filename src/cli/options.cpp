@@ -50,6 +50,13 @@ int int_value(const std::string& flag, const std::string& text) {
   }
 }
 
+// An exit status: what a shell can tell apart, 0 to 255.
+int status_value(const std::string& flag, const std::string& text) {
+  int v = int_value(flag, text);
+  if (v < 0 || v > 255) throw UsageError(invalid(flag, text, "an exit status is 0 to 255"));
+  return v;
+}
+
 std::chrono::nanoseconds duration_value(const std::string& flag, const std::string& text) {
   try {
     return parse_go_duration(text);
@@ -134,6 +141,18 @@ const FlagInfo kFlags[] = {
      .on = [](Options& o) -> bool& { return o.child_exit_code; }},
     {.name = "preserve-status", .help = "Exit with the child's own status (128+N if killed by signal N)",
      .on = [](Options& o) -> bool& { return o.preserve_status; }},
+    {.name = "conflict-exit-code", .value = Value::integer,
+     .help = "Exit status when -timeout passes without the lock (0 to 255, default 1)",
+     .set = [](Options& o, const std::string& t) {
+       o.conflict_exit_code = status_value("conflict-exit-code", t);
+     }},
+    {.name = "lost-exit-code", .value = Value::integer,
+     .help = "Exit status when the lock is lost (0 to 255, default 1)",
+     .set = [](Options& o, const std::string& t) { o.lost_exit_code = status_value("lost-exit-code", t); }},
+    {.name = "min-hold", .value = Value::duration,
+     .help = "Keep the lock at least this long from its acquisition, even when the child ends "
+             "sooner, e.g. 30s (default 0)",
+     .set = [](Options& o, const std::string& t) { o.min_hold = duration_value("min-hold", t); }},
     {.name = "kill-after", .value = Value::duration,
      .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)",
      .set = [](Options& o, const std::string& t) { o.kill_after = duration_value("kill-after", t); }},
@@ -376,6 +395,7 @@ Options parse_options(const std::vector<std::string>& args) {
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
+  if (o.min_hold.count() < 0) throw UsageError("-min-hold must not be negative");
 
   o.prefix = validate_prefix(go.rest[0]);
   o.child.assign(go.rest.begin() + 1, go.rest.end());

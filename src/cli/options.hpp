@@ -23,6 +23,9 @@ struct Options {
   bool pass_stdin = false;
   bool child_exit_code = false;
   bool preserve_status = false;
+  int conflict_exit_code = 1;  // -timeout passed without the lock
+  int lost_exit_code = 1;      // the lock was lost
+  std::chrono::nanoseconds min_hold{0};  // the hold lasts at least this long from its start
   bool verbose = false;
   bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);

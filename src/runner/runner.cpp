@@ -9,6 +9,7 @@
 #include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "runner/children.hpp"
+#include "runner/min_hold.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
@@ -176,6 +177,7 @@ int run(const Options& o) {
     stop_requested();
     return stop_signal;
   });
+  auto acquired = Clock::now();
   auto env = hold->child_env();
   interrupt.queued();  // -ready=wait, when nobody was in the way
   announce_hold(systemd, what, env);
@@ -185,6 +187,8 @@ int run(const Options& o) {
   RunResult result = tree_first(watchdog, [&] {
     return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
   });
+  if (o.min_hold.count() && !result.lost && !result.unguarded && !result.stop_signal)
+    result.lost = keep_until(acquired + o.min_hold, *hold, signals, systemd);
   hold->release();
   verbose("released the lock");
 

@@ -256,6 +256,78 @@ class ThreeSlots:
         self.assert_nothing_left()
 
 
+class OperatorFlags:
+    """-conflict-exit-code, -lost-exit-code and -min-hold on a backend. The case gives
+    self.prefix; lose(), which takes the one hold on it away from outside, as an operator or a
+    server could; and LOSS_BOUND, the seconds within which a holder hears of that."""
+
+    LOSS_BOUND = 1.0
+    UNTIL = r"held until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(-min-hold\)"
+
+    def wait_min_hold(self, holder):
+        """Waits until -status shows the holder in its extra hold, its child gone."""
+        def shown():
+            self.assert_running(holder)
+            return "(-min-hold)" in self.run_lock("-status", self.prefix).stdout
+        wait_for(shown, 10, "-status to show the extra hold")
+
+    def test_a_run_that_times_out_exits_with_the_conflict_code(self):
+        holder = self.hold(prefix=self.prefix)
+        r = self.run_lock("-timeout", "300ms", "-conflict-exit-code", "75", self.prefix,
+                          "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 75, r.stderr)
+        self.assertRegex(r.stderr, r"^lock: timed out waiting for prefix [^\n]*\n\Z")
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.release()
+        self.assert_succeeds(holder)
+
+    def test_a_lost_lock_exits_with_the_lost_code(self):
+        holder = self.start_lock("-lost-exit-code", "9", "-kill-after", "1s", self.prefix,
+                                 f"touch {self.path('held')}; while :; do sleep 0.01; done")
+        wait_for(lambda: os.path.exists(self.path("held")) or holder.poll() is not None,
+                 what="the child to start")
+        self.assert_running(holder)
+        self.lose()
+        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
+        self.assertEqual(code, 9, err)
+        self.assertIn("lock: lock lost: ", err)
+
+    def test_min_hold_keeps_the_lock_after_a_short_child(self):
+        started = time.monotonic()
+        holder = self.start_lock("-min-hold", "3s", self.prefix, "touch " + self.path("ran"))
+        self.wait_min_hold(holder)
+        self.assertTrue(os.path.exists(self.path("ran")))
+        self.assertRegex(self.run_lock("-status", self.prefix).stdout, self.UNTIL)
+        until = json.loads(self.run_lock("-status", "-json", self.prefix).stdout)["holders"][0]["until"]
+        self.assertRegex(until, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        r = self.run_lock("-timeout", "200ms", self.prefix, "touch " + self.path("second"))
+        if time.monotonic() - started < 2.5:  # asked well within the hold: refused
+            self.assertEqual(r.returncode, 1, r.stderr)
+        code, _, err = self.finish(holder, 3 + 10)
+        self.assertEqual((code, err), (0, ""))
+        self.assertGreaterEqual(time.monotonic() - started, 3.0)
+        self.assertFalse(os.path.exists(self.path("second")))
+
+    def test_a_stop_signal_ends_min_hold_at_once(self):
+        holder = self.start_lock("-min-hold", "60s", self.prefix, "true")
+        self.wait_min_hold(holder)
+        sent = time.monotonic()
+        holder.send_signal(signal.SIGTERM)
+        code, _, err = self.finish(holder, 10)
+        self.assertEqual((code, err), (0, ""))
+        self.assertLess(time.monotonic() - sent, 2 * SLOW)
+        r = self.run_lock("-timeout", "2s", self.prefix, "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_loss_ends_min_hold(self):
+        holder = self.start_lock("-min-hold", "60s", "-lost-exit-code", "9", self.prefix, "true")
+        self.wait_min_hold(holder)
+        self.lose()
+        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
+        self.assertEqual(code, 9, err)
+        self.assertIn("lock: lock lost: ", err)
+
+
 def send(proc, sig):
     os.kill(proc.pid, sig)
 

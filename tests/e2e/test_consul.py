@@ -14,8 +14,8 @@ import time
 import unittest
 import urllib.parse
 
-from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, max_overlap, pid_alive, read_file,
-                     wait_for)
+from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, ThreeSlots, max_overlap, pid_alive,
+                     read_file, wait_for)
 
 CONSUL_DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double")
 sys.path.insert(0, CONSUL_DOUBLE_DIR)
@@ -835,6 +835,11 @@ class ConsulTransportTest(ConsulTestCase):
 
     def test_unix_socket(self):
         self.run_and_check("-http-addr", "unix://" + self.consul.unix_path, listener="unix")
+
+
+class ConsulOperatorsTest(OperatorFlags, ConsulTestCase):
+    def lose(self):
+        self.consul.session_destroy(self.the_new_session())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase
 from fault_proxy import FaultProxy, HttpRequestLog
-from harness import LOCK, SLOW, ThreeSlots, max_overlap, pid_alive, read_file, wait_for
+from harness import (LOCK, SLOW, OperatorFlags, ThreeSlots, max_overlap, pid_alive, read_file,
+                     wait_for)
 from notify_socket import NotifiesWhileWaiting
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
@@ -342,6 +343,45 @@ class EtcdAuthTest(EtcdTestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("refused user 'root'", r.stderr)
         self.assertFalse(os.path.exists(self.path("ran")))
+
+
+class EtcdOperatorsTest(OperatorFlags, EtcdTestCase):
+    def lose(self):
+        (_, (_, _, lease)), = self.etcd.keys(self.prefix + "/").items()
+        self.etcd.revoke(lease)
+
+    def lock_env(self, *command):
+        """The ETCD_LOCK_* and LOCK_* variables `command` gave its child, as {name: value}."""
+        out = self.path("env")
+        r = subprocess.run([*command, "/bin/sh", "-c", f"env > {out}"], env=self.env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30 * SLOW)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return self.lock_vars(out)
+
+    @staticmethod
+    def lock_vars(path):
+        """The ETCD_LOCK_* and LOCK_* variables of an env(1) listing."""
+        return dict(line.split("=", 1) for line in read_file(path).splitlines()
+                    if line.startswith(("ETCD_LOCK_", "LOCK_")))
+
+    def test_the_child_gets_etcdctl_locks_variables(self):
+        # Uncontended, the lock's reply is the transaction that made the key: its header's
+        # revision is the key's create revision, for etcdctl lock as for lock.
+        theirs = self.lock_env(*self.etcd.etcdctl("lock", self.prefix + "-etcdctl"), "--")
+        self.assertTrue(theirs["ETCD_LOCK_KEY"].startswith(self.prefix + "-etcdctl/"), theirs)
+        ours = self.lock_env(LOCK, "-shell=false", self.prefix)
+        self.assertEqual(ours["ETCD_LOCK_KEY"], ours["LOCK_KEY"])
+        self.assertEqual(ours["ETCD_LOCK_REV"], ours["LOCK_FENCING_TOKEN"])
+        # Behind a holder, the reply that shows the lock held comes after the holder's key went.
+        holder = self.hold(prefix=self.prefix)
+        waiter = self.start_lock("-shell=false", self.prefix, "/bin/sh", "-c", f"env > {self.path('env')}")
+        wait_for(lambda: len(self.etcd.keys(self.prefix + "/")) == 2, what="the waiter to queue")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_succeeds(waiter)
+        env = self.lock_vars(self.path("env"))
+        self.assertEqual(env["ETCD_LOCK_KEY"], env["LOCK_KEY"])
+        self.assertGreater(int(env["ETCD_LOCK_REV"]), int(env["LOCK_FENCING_TOKEN"]))
 
 
 if __name__ == "__main__":

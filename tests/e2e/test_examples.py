@@ -299,6 +299,7 @@ class CrontabTest(LockTestCase):
     def test_an_overlapping_run_is_skipped(self):
         self.assertEqual(len(self.schedule), 5)
         timeout = float(re.search(r"-timeout[= ](\d+)s\b", self.command).group(1))
+        conflict = int(re.search(r"-conflict-exit-code[= ](\d+)\b", self.command).group(1))
 
         first = self.cron_run()
         wait_for(lambda: self.runs() == ["started"], what="the first report to start")
@@ -307,7 +308,7 @@ class CrontabTest(LockTestCase):
         second = self.cron_run()
         out, err = second.communicate(timeout=30 * SLOW)
         elapsed = time.monotonic() - started
-        self.assertEqual((second.returncode, out, err), (1, "", ""))
+        self.assertEqual((second.returncode, out, err), (conflict, "", ""))
         self.assertGreaterEqual(elapsed, timeout)
         self.assertLess(elapsed, timeout + 5 * SLOW)
         self.assertEqual(self.runs(), ["started"], "the second run started a report")

@@ -197,6 +197,19 @@ class LifecycleTest(NotifyTestCase):
                                      f"holding one of 3 slots of p, token {token}"])
 
 
+class MinHoldTest(NotifyTestCase):
+
+    def test_the_extra_hold_says_until_when(self):
+        sock = self.notify_socket()
+        proc = self.start_lock("-min-hold", "1s", "p", "true", env=self.notify_env(sock))
+        self.assertEqual(self.finish(proc), (0, "", ""))
+        ours = self.assert_protocol(sock, proc.pid)
+        texts = statuses(ours)
+        self.assertRegex(texts[-1], r"^held until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(-min-hold\)$", ours)
+        exited = texts.index(next(t for t in texts if t.startswith("the child exited")))
+        self.assertLess(exited, len(texts) - 1, "the extra hold said before the child's end")
+
+
 class WaitingStatusTest(NotifyTestCase):
 
     def held_by(self, pid, since, limit=1, held=1):

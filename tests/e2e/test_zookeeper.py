@@ -14,8 +14,8 @@ import time
 import unittest
 
 from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
-from harness import (LOCK, SLOW, LockTestCase, ThreeSlots, lock_loop, max_overlap, read_file, send, signal,
-                     wait_for)
+from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, ThreeSlots, lock_loop, max_overlap,
+                     read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
 from zk_frames import RequestLog
 from zookeeper_server import ZooKeeperServer, four_letter, missing as zookeeper_missing
@@ -657,6 +657,12 @@ class CuratorInteropTest(ZooKeeperCase):
         self.assertEqual(curator.release(), 0)
         self.assertEqual(r.returncode, 0)
         self.assertRegex(r.stdout.splitlines()[0], r": held \(semaphore, ")
+
+
+class OperatorsTest(OperatorFlags, ZooKeeperCase):
+    def lose(self):
+        (node, _), = self.ephemerals_below().items()
+        self.zk.delete(node)
 
 
 if __name__ == "__main__":

@@ -144,3 +144,16 @@ TEST_CASE("a watchdog that died while the tree ran is 1, whatever the child did"
   for (Mode m : {Mode::plain, Mode::child_exit_code, Mode::preserve_status, Mode::both})
     CHECK(exit_code(r, options(m)) == 1);
 }
+
+TEST_CASE("-lost-exit-code: the status of a lost hold, whatever the options and the child") {
+  for (Mode m : {Mode::plain, Mode::child_exit_code, Mode::preserve_status, Mode::both}) {
+    Options o = options(m);
+    o.lost_exit_code = 9;
+    CHECK(exit_code(lost(exited(0)), o) == 9);
+    CHECK(exit_code(lost(killed(SIGTERM)), o) == 9);
+    RunResult never_ran = lost(RunResult());
+    never_ran.not_run = "the lock was lost first";
+    CHECK(exit_code(never_ran, o) == 9);
+    CHECK(exit_code(exited(0), o) == 0);
+  }
+}

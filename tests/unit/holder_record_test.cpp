@@ -243,3 +243,44 @@ TEST_CASE("a malformed record is described in plain words, not the JSON library'
   CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":-1})") ==
         "malformed holder record: token is out of range");
 }
+
+TEST_CASE("until: written only when set, and read back; older records have none") {
+  HolderRecord r = sample();
+  CHECK(sample().to_json().find("until") == std::string::npos);
+  r.until = "2024-05-06T07:09:09Z";
+  CHECK(HolderRecord::from_json(r.to_json()).until == r.until);
+  CHECK(HolderRecord::from_json(sample().to_json()).until.empty());
+  CHECK(r.who() == "pid 4242 on web1 since 2024-05-06T07:08:09Z, held until 2024-05-06T07:09:09Z (-min-hold)");
+}
+
+TEST_CASE("utc_text: RFC 3339 in UTC, to the second") {
+  using namespace std::chrono;
+  CHECK(HolderRecord::utc_text(system_clock::time_point(seconds(0))) == "1970-01-01T00:00:00Z");
+  CHECK(HolderRecord::utc_text(system_clock::time_point(seconds(1715000000) + milliseconds(999))) ==
+        "2024-05-06T12:53:20Z");
+}
+
+TEST_CASE("with_until: only a record of this process's gets it, its other fields kept") {
+  HolderRecord mine = sample();
+  mine.pid = getpid();
+  auto written = HolderRecord::with_until(mine.to_json(), "2024-05-06T07:09:09Z");
+  REQUIRE(written);
+  CHECK(written->back() == '\n');
+  CHECK(HolderRecord::from_json(*written).until == "2024-05-06T07:09:09Z");
+  check_same(HolderRecord::from_json(*written), mine);
+  // ZooKeeper's node data: the record and the limit, on no line of its own.
+  std::string node = mine.to_json();
+  node.pop_back();
+  node.back() = ',';
+  node += "\"limit\":2}";
+  auto with_limit = HolderRecord::with_until(node, "2024-05-06T07:09:09Z");
+  REQUIRE(with_limit);
+  CHECK(with_limit->find("\"limit\":2") != std::string::npos);
+  CHECK(with_limit->back() == '}');
+  // Another process's record, -value's text, nothing.
+  HolderRecord theirs = sample();
+  theirs.pid = getpid() + 1;
+  CHECK_FALSE(HolderRecord::with_until(theirs.to_json(), "2024-05-06T07:09:09Z"));
+  CHECK_FALSE(HolderRecord::with_until("leader at 10.0.0.1:8080", "2024-05-06T07:09:09Z"));
+  CHECK_FALSE(HolderRecord::with_until("", "2024-05-06T07:09:09Z"));
+}

@@ -170,6 +170,28 @@ TEST_CASE("-kill-after takes a Go duration") {
   CHECK(with({"-kill-after=1m30s"}).kill_after == 90s);
 }
 
+TEST_CASE("-conflict-exit-code and -lost-exit-code: exit statuses, 0 to 255, default 1") {
+  EnvScope env;
+  CHECK(with({}).conflict_exit_code == 1);
+  CHECK(with({}).lost_exit_code == 1);
+  CHECK(with({"-conflict-exit-code", "75"}).conflict_exit_code == 75);
+  CHECK(with({"-lost-exit-code=0"}).lost_exit_code == 0);
+  CHECK(with({"-lost-exit-code=255"}).lost_exit_code == 255);
+  CHECK(error_of({"-conflict-exit-code=256", "p", "c"}) ==
+        "invalid value \"256\" for flag -conflict-exit-code: an exit status is 0 to 255");
+  CHECK(error_of({"-lost-exit-code=-1", "p", "c"}) ==
+        "invalid value \"-1\" for flag -lost-exit-code: an exit status is 0 to 255");
+  CHECK(error_of({"-lost-exit-code=x", "p", "c"}) ==
+        "invalid value \"x\" for flag -lost-exit-code: parse error");
+}
+
+TEST_CASE("-min-hold takes a Go duration, 0 by default") {
+  EnvScope env;
+  CHECK(with({}).min_hold == 0ns);
+  CHECK(with({"-min-hold", "1m"}).min_hold == 60s);
+  CHECK(error_of({"-min-hold=-1s", "p", "c"}) == "-min-hold must not be negative");
+}
+
 TEST_CASE("-ready is hold (the default) or wait; Go checks every occurrence") {
   EnvScope env;
   CHECK_FALSE(with({}).ready_when_queued);

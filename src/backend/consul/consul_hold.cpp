@@ -96,6 +96,16 @@ void ConsulHold::monitor() {
   }
 }
 
+// Acquired again by the session that holds it, as Consul allows: the value changes, the holder
+// does not, and the monitor's next answer still shows our session.
+void ConsulHold::hold_until(const std::string& until) {
+  auto value = HolderRecord::with_until(spec_.value, until);
+  if (!value) return;
+  ConsulClient client(config_);
+  if (!client.acquire(spec_.key, *value, spec_.limit == 1 ? kLockFlags : kSemaphoreFlags, session_->id()))
+    throw Error("Consul refused to write " + spec_.key + " again");
+}
+
 void ConsulHold::release() {
   if (released_) return;
   released_ = true;

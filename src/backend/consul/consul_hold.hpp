@@ -18,6 +18,7 @@ struct ConsulHoldSpec {
   int limit = 1;
   std::string key;           // .lock for a lock, the contender key for a semaphore
   std::uint64_t token = 0;   // .lock's ModifyIndex after our acquire, or after our slot
+  std::string value;         // what `key` holds
 };
 
 class ConsulHold : public LeasedHold {
@@ -26,6 +27,7 @@ class ConsulHold : public LeasedHold {
   ~ConsulHold() override;
 
   EnvVars child_env() const override;
+  void hold_until(const std::string& until) override;
   void release() override;
 
  private:

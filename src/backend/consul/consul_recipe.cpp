@@ -112,7 +112,7 @@ std::unique_ptr<Hold> ConsulContention::lock() {
                 held.pairs[0].modify_index, held.pairs[0].lock_index, id);
         return std::make_unique<ConsulHold>(
             config_.client, std::move(session_),
-            ConsulHoldSpec{spec_.prefix, 1, key, held.pairs[0].modify_index});
+            ConsulHoldSpec{spec_.prefix, 1, key, held.pairs[0].modify_index, value_});
       }
       verbose("Consul said {} was acquired, but our session does not hold it; looking again", key);
       wait_.pause(waits.stalled());
@@ -165,7 +165,7 @@ std::unique_ptr<Hold> ConsulContention::semaphore() {
     verbose("took a slot of {} ({} of {} held) with session {}", spec_.prefix, now.holders.size(),
             now.limit, id);
     return std::make_unique<ConsulHold>(config_.client, std::move(session_),
-                                        ConsulHoldSpec{spec_.prefix, spec_.limit, contender, now.modify_index});
+                                        ConsulHoldSpec{spec_.prefix, spec_.limit, contender, now.modify_index, value_});
   });
 }
 

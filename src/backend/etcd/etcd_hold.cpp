@@ -17,7 +17,8 @@ EtcdHold::EtcdHold(const EtcdConfig& config, std::unique_ptr<EtcdLease> lease, C
     : config_(config),
       lease_(std::move(lease)),
       me_(std::move(me)),
-      prefix_(std::move(prefix)) {
+      prefix_(std::move(prefix)),
+      held_at_(held_at) {
   watcher_ = std::thread([this, held_at] { watch_own_key(held_at); });
 }
 
@@ -29,7 +30,21 @@ EtcdHold::~EtcdHold() {
 EnvVars EtcdHold::child_env() const {
   return {{"LOCK_PREFIX", prefix_},
           {"LOCK_FENCING_TOKEN", std::to_string(me_.create_revision)},
-          {"LOCK_KEY", me_.key}};
+          {"LOCK_KEY", me_.key},
+          // etcdctl lock's names, for its users' scripts: its key, and the revision of the reply
+          // that showed it holding.
+          {"ETCD_LOCK_KEY", me_.key},
+          {"ETCD_LOCK_REV", std::to_string(held_at_)}};
+}
+
+// Our key written again, on our lease: the watch on it heeds only its deletion.
+void EtcdHold::hold_until(const std::string& until) {
+  auto value = HolderRecord::with_until(me_.value, until);
+  if (!value) return;
+  json kv = {{"key", base64_encode(me_.key)},
+             {"value", base64_encode(*value)},
+             {"lease", std::to_string(lease_->id())}};
+  EtcdClient(config_).call("put", "/v3/kv/put", kv, std::chrono::seconds(2), decode_header);
 }
 
 void EtcdHold::stop_watch_soon() {

@@ -21,6 +21,7 @@ class EtcdHold : public LeasedHold {
   ~EtcdHold() override;
 
   EnvVars child_env() const override;
+  void hold_until(const std::string& until) override;
   void release() override;
 
  private:
@@ -33,6 +34,7 @@ class EtcdHold : public LeasedHold {
   std::unique_ptr<EtcdLease> lease_;
   Contender me_;
   std::string prefix_;
+  std::int64_t held_at_;  // the revision of the reply that showed us holding
   EventFd stop_watch_;  // readable when the watch must end
   std::thread watcher_;
 };

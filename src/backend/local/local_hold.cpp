@@ -86,14 +86,13 @@ std::optional<std::string> path_lost(const struct stat& ours, const std::string&
 class LocalHold : public Hold {
  public:
   LocalHold(PrefixDir dir, int slot, UniqueFd slot_fd, std::optional<Ticket> place,
-            const struct stat& file, std::uint64_t token, std::string prefix, UniqueFd timer)
+            const struct stat& file, HolderRecord record, UniqueFd timer)
       : dir_(std::move(dir)),
         slot_(slot),
         slot_fd_(std::move(slot_fd)),
         place_(std::move(place)),
         file_(file),
-        token_(token),
-        prefix_(std::move(prefix)),
+        record_(std::move(record)),
         key_(dir_.path(PrefixDir::slot_file(slot))),
         timer_(std::move(timer)) {}
   ~LocalHold() override {
@@ -113,9 +112,14 @@ class LocalHold : public Hold {
   }
 
   EnvVars child_env() const override {
-    return {{"LOCK_PREFIX", prefix_},
-            {"LOCK_FENCING_TOKEN", std::to_string(token_)},
+    return {{"LOCK_PREFIX", record_.prefix},
+            {"LOCK_FENCING_TOKEN", std::to_string(record_.token)},
             {"LOCK_KEY", key_}};
+  }
+
+  void hold_until(const std::string& until) override {
+    record_.until = until;
+    write_record(slot_fd_.get(), key_, record_);
   }
 
   std::vector<int> child_fds() const override { return {slot_fd_.get()}; }
@@ -137,8 +141,7 @@ class LocalHold : public Hold {
   UniqueFd slot_fd_;
   std::optional<Ticket> place_;
   struct stat file_;
-  std::uint64_t token_;
-  std::string prefix_;
+  HolderRecord record_;
   std::string key_;
   UniqueFd timer_;
 };
@@ -157,7 +160,7 @@ std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, std::opti
   if (auto lost = path_lost(file, key)) throw Error(*lost);
   dir.unlock_meta();
   return std::make_unique<LocalHold>(std::move(dir), slot, std::move(fd), std::move(place), file,
-                                     record.token, record.prefix, std::move(timer));
+                                     std::move(record), std::move(timer));
 }
 
 }  // namespace lk

@@ -41,7 +41,7 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
       wait.throw_why(spec.prefix);  // a request cut short: the wait said why
     }
     verbose("acquired {} (czxid {})", printable(me.path), me.czxid);
-    return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix);
+    return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix, contention.data());
   } catch (const Cancelled&) {  // while connecting: only a signal wakes that wait
     throw Interrupted("interrupted while waiting for the lock");
   } catch (const ZkUnreachable&) {

@@ -11,4 +11,11 @@ EnvVars ZkHold::child_env() const {
           {"LOCK_SESSION", fmt::format("{:x}", lease_->session().id())}};
 }
 
+// The change fires the watch the keeper's last look left on our node, as a change, not a
+// deletion; the keeper's next look sets it again.
+void ZkHold::hold_until(const std::string& until) {
+  if (auto data = HolderRecord::with_until(data_, until))
+    lease_->session().set(node_, *data, std::chrono::seconds(2));
+}
+
 }  // namespace lk

@@ -12,10 +12,16 @@ class ZkHold : public LeasedHold {
  public:
   // `node` is our lock or lease node; its czxid is the fencing token (sequence numbers restart
   // when a container parent is reaped and created again; zxids only grow).
-  ZkHold(std::unique_ptr<ZkLease> lease, std::string node, std::int64_t czxid, std::string prefix)
-      : lease_(std::move(lease)), node_(std::move(node)), czxid_(czxid), prefix_(std::move(prefix)) {}
+  ZkHold(std::unique_ptr<ZkLease> lease, std::string node, std::int64_t czxid, std::string prefix,
+         std::string data)
+      : lease_(std::move(lease)),
+        node_(std::move(node)),
+        czxid_(czxid),
+        prefix_(std::move(prefix)),
+        data_(std::move(data)) {}
 
   EnvVars child_env() const override;
+  void hold_until(const std::string& until) override;
   void release() override { lease_->end(node_); }
 
  private:
@@ -25,6 +31,7 @@ class ZkHold : public LeasedHold {
   std::string node_;
   std::int64_t czxid_;
   std::string prefix_;
+  std::string data_;  // what our node carries
 };
 
 }  // namespace lk

@@ -40,6 +40,8 @@ class ZkContention {
   OwnNode mutex(const std::string& dir);
   // InterProcessSemaphoreV2 with spec.limit leases: returns our lease node once it counts.
   OwnNode semaphore();
+  // What our nodes carry.
+  const std::string& data() const { return data_; }
 
  private:
   bool keep_going() { return wait_.keep_going(); }

@@ -264,6 +264,13 @@ std::optional<std::vector<std::string>> ZkSession::children(const std::string& p
   return std::move(reply->names);
 }
 
+void ZkSession::set(const std::string& path, const std::string& data, std::chrono::milliseconds timeout) {
+  auto reply = call("write", path, timeout, nullptr, [&](void* keep) {
+    return zoo_aset(handle_, path.c_str(), data.data(), static_cast<int>(data.size()), -1, on_stat, keep);
+  });
+  if (reply->rc == ZNONODE) throw ZkError(where() + "write " + printable(path) + ": no such node", ZNONODE);
+}
+
 bool ZkSession::remove(const std::string& path, std::chrono::milliseconds timeout) {
   auto reply = call("delete", path, timeout, nullptr, [&](void* keep) {
     return zoo_adelete(handle_, path.c_str(), -1, on_void, keep);

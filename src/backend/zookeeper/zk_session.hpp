@@ -81,6 +81,8 @@ class ZkSession {
   std::optional<std::vector<std::string>> children(const std::string& path, bool watch,
                                                    std::chrono::milliseconds timeout,
                                                    const Wake* wake = nullptr);
+  // Writes the node's data, whatever its version; throws ZkError(ZNONODE) when it is gone.
+  void set(const std::string& path, const std::string& data, std::chrono::milliseconds timeout);
   // False when there was nothing to delete.
   bool remove(const std::string& path, std::chrono::milliseconds timeout);
 
