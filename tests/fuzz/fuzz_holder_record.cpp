@@ -22,19 +22,20 @@ using lk::HolderRecord;
 
 bool same(const HolderRecord& a, const HolderRecord& b) {
   return a.prefix == b.prefix && a.name == b.name && a.host == b.host && a.pid == b.pid &&
-         a.since == b.since && a.token == b.token;
+         a.since == b.since && a.token == b.token && a.until == b.until;
 }
 
 std::string describe(const HolderRecord& r) {
   return "prefix " + fuzz::shown(r.prefix) + " name " + fuzz::shown(r.name) + " host " +
          fuzz::shown(r.host) + " pid " + std::to_string(r.pid) + " since " + fuzz::shown(r.since) +
-         " token " + std::to_string(r.token);
+         " token " + std::to_string(r.token) + " until " + fuzz::shown(r.until);
 }
 
 // For a message: escaped, so one line whatever the record's writer put in it.
 void check_who(const HolderRecord& r) {
   std::string who = r.who();
-  FUZZ_CHECK_MSG(fuzz::printable_line(who) && who.size() <= 512, fuzz::shown(who));
+  // Three texts of at most about 200 bytes each (host, since, until), and the words between.
+  FUZZ_CHECK_MSG(fuzz::printable_line(who) && who.size() <= 768, fuzz::shown(who));
 }
 
 std::string encode(const HolderRecord& r) {
@@ -74,11 +75,12 @@ void check_record(std::string_view bytes) {
   std::memcpy(numbers, bytes.data() + bytes.size() - tail, tail);
   bytes.remove_suffix(tail);
   auto fields = fuzz::split(bytes, '\0');
-  fields.resize(5);
+  fields.resize(6);
   r.prefix = fields[0];
   r.name = fields[1];
   r.host = fields[2];
   r.since = fields[3];
+  r.until = fields[4];
   r.pid = static_cast<pid_t>(numbers[0]);
   r.token = static_cast<std::uint64_t>(numbers[1]);
 
@@ -88,7 +90,7 @@ void check_record(std::string_view bytes) {
   FUZZ_CHECK_MSG(same(again, r), describe(r) + " came back as " + describe(again));
   const auto object = nlohmann::json::parse(json);
   for (auto [key, text] : {std::pair{"prefix", &r.prefix}, {"name", &r.name}, {"host", &r.host},
-                           {"since", &r.since}})
+                           {"since", &r.since}, {"until", &r.until}})
     FUZZ_CHECK_MSG(object.contains(std::string(key) + "_base64") != fuzz::utf8(*text), json);
 }
 
