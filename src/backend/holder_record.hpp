@@ -30,11 +30,11 @@ struct HolderRecord {
   // and etcdctl store nothing, -value may be anything), named(prefix, value, unnamed).
   static HolderRecord from_value(const std::string& prefix, const std::string& value,
                                  const std::string& unnamed);
-  // A holder known only by what it stored, or by `unnamed` when that is empty (escaped where
-  // shown, like every name).
   // `value` with "until" set, when it is a record of this process's (a value of -value is the
   // user's, and stays as it is); its other fields, such as ZooKeeper's limit, are kept.
   static std::optional<std::string> with_until(const std::string& value, const std::string& until);
+  // A holder known only by what it stored, or by `unnamed` when that is empty (escaped where
+  // shown, like every name).
   static HolderRecord named(const std::string& prefix, const std::string& value,
                             const std::string& unnamed);
   // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid

@@ -120,9 +120,9 @@ void Supervisor::take_reports() {
 void Supervisor::on_signal(int sig) {
   if (sig == SIGCHLD) return reap();
   if (sig == SIGTTOU) return;
-  if (Signals::is_stop(sig) && !result_.stop_signal) result_.stop_signal = sig;
-  if (Signals::is_stop(sig) && !stopping_) {
-    return stop(sig, "received " + signal_name(sig));
+  if (Signals::is_stop(sig)) {
+    if (!result_.stop_signal) result_.stop_signal = sig;
+    if (!stopping_) return stop(sig, "received " + signal_name(sig));
   }
   if (killing_) return;
   if (sig == SIGTSTP) tstp_forwarded_ = true;

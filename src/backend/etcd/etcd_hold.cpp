@@ -41,10 +41,10 @@ EnvVars EtcdHold::child_env() const {
 void EtcdHold::hold_until(const std::string& until) {
   auto value = HolderRecord::with_until(me_.value, until);
   if (!value) return;
-  json kv = {{"key", base64_encode(me_.key)},
-             {"value", base64_encode(*value)},
-             {"lease", std::to_string(lease_->id())}};
-  EtcdClient(config_).call("put", "/v3/kv/put", kv, std::chrono::seconds(2), decode_header);
+  Contender again = me_;
+  again.value = *value;
+  EtcdClient(config_).call("put", "/v3/kv/put", put_of(again, lease_->id()), std::chrono::seconds(2),
+                           decode_header);
 }
 
 void EtcdHold::stop_watch_soon() {

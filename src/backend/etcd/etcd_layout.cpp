@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "util/base64.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -17,6 +18,12 @@ HolderRecord record_of(const std::string& prefix, const Contender& c) {
   HolderRecord r = HolderRecord::from_value(prefix, c.value, c.key);  // etcdctl's are empty
   r.token = static_cast<std::uint64_t>(c.create_revision);
   return r;
+}
+
+nlohmann::json put_of(const Contender& c, std::int64_t lease_id) {
+  return {{"key", base64_encode(c.key)},
+          {"value", base64_encode(c.value)},
+          {"lease", std::to_string(lease_id)}};
 }
 
 std::optional<Contender> parse_contender(const std::string& prefix, const KeyValue& kv) {

@@ -45,6 +45,9 @@ std::optional<Contender> parse_contender(const std::string& prefix, const KeyVal
 // its create revision as the fencing token.
 HolderRecord record_of(const std::string& prefix, const Contender& c);
 
+// The put of a contender's key, with its value, on its lease.
+nlohmann::json put_of(const Contender& c, std::int64_t lease_id);
+
 struct Position {
   int ahead = 0;                         // contenders ahead of us
   std::optional<Contender> predecessor;  // the one just ahead

@@ -114,13 +114,6 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
   return turn;
 }
 
-// The put of our key on our lease.
-json put_of(const Contender& me, std::int64_t lease_id) {
-  return {{"key", base64_encode(me.key)},
-          {"value", base64_encode(me.value)},
-          {"lease", std::to_string(lease_id)}};
-}
-
 // Mutex.tryAcquire, as etcd's mutex does it: put only if absent, and read the queue in the same
 // transaction. A put that timed out may still have been applied; its retry then finds our key
 // and its revision instead of queueing twice. Either way the queue read must hold our key on our
