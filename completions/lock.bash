@@ -2,11 +2,11 @@
 
 _lock() {
     local value_flags=" n name monitor-retry timeout try conflict-exit-code lost-exit-code min-hold
-        kill-after ready backend state-dir http-addr
+        metrics-file kill-after ready backend state-dir http-addr
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
         endpoints session-ttl lock-delay value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
+        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -metrics-file -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
         -datacenter -stale -endpoints -session-ttl -lock-delay -value"
 
@@ -88,7 +88,7 @@ _lock() {
             state-dir | ca-path)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -d -- "$value") ;;
-            token-file | ca-file | client-cert | client-key)
+            token-file | ca-file | client-cert | client-key | metrics-file)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -f -- "$value") ;;
         esac

@@ -4,7 +4,7 @@
 # word that is not an option, or the word after "--". Fails while options may still come.
 function __fish_lock_prefix_index
     set -l value_flags n name monitor-retry timeout try conflict-exit-code lost-exit-code min-hold \
-        kill-after ready backend state-dir http-addr \
+        metrics-file kill-after ready backend state-dir http-addr \
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter \
         endpoints session-ttl lock-delay value
     set -l words (commandline -opc)
@@ -61,6 +61,7 @@ complete -c lock -n $options -o preserve-status -d "Exit with the child's own st
 complete -c lock -n $options -o conflict-exit-code -x -d 'Exit status when -timeout passes without the lock'
 complete -c lock -n $options -o lost-exit-code -x -d 'Exit status when the lock is lost'
 complete -c lock -n $options -o min-hold -x -a $durations -d 'Keep the lock at least this long'
+complete -c lock -n $options -o metrics-file -r -F -d "Write the run's outcome and timings there, for node_exporter"
 complete -c lock -n $options -o kill-after -x -a $durations -d 'Time between SIGTERM and SIGKILL'
 complete -c lock -n $options -o verbose -d 'Say what lock is doing, on stderr'
 complete -c lock -n $options -o ready -x -a 'hold wait' -d 'When to tell systemd the unit is ready'

@@ -15,6 +15,9 @@ packages="$packages iproute2"
 packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
 # The benchmark's peers (flock is in util-linux), and GNU time for their peak memory.
 packages="$packages parallel time"
+# -metrics-file's tests read the file as operators do: promtool (from prometheus) checks it, and
+# node_exporter's textfile collector serves it.
+packages="$packages prometheus prometheus-node-exporter"
 # Building the Debian package and checking it as tests/packaging does.
 packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
 

@@ -12,7 +12,8 @@ namespace lk {
 void exec_companion(char** argv, const std::string& backend) {
   const BackendInfo* info = find_backend(backend);
   if (!info || !info->companion) throw Error("no companion carries the " + backend + " backend");
-  const char* name = info->companion;
+  // A sanitized build's companions carry its suffix (lock-asan runs lock-net-asan).
+  const std::string name = std::string(info->companion) + LOCK_COMPANION_SUFFIX;
   std::error_code ec;
   auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) throw sys_error("cannot find where lock is installed: /proc/self/exe", ec.value());

@@ -153,6 +153,13 @@ const FlagInfo kFlags[] = {
      .help = "Keep the lock at least this long from its acquisition, even when the child ends "
              "sooner, e.g. 30s (default 0)",
      .set = [](Options& o, const std::string& t) { o.min_hold = duration_value("min-hold", t); }},
+    {.name = "metrics-file", .value = Value::path,
+     .help = "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
+             "at acquisition and at exit",
+     .set = [](Options& o, const std::string& t) {
+       if (t.empty()) throw UsageError("-metrics-file needs a file name");
+       o.metrics_file = t;
+     }},
     {.name = "kill-after", .value = Value::duration,
      .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)",
      .set = [](Options& o, const std::string& t) { o.kill_after = duration_value("kill-after", t); }},
@@ -392,6 +399,7 @@ Options parse_options(const std::vector<std::string>& args) {
   if (!o.status && go.rest.size() < 2)
     throw UsageError("Key prefix and child command must be specified");
   if (o.json && !o.status) throw UsageError("-json goes with -status");
+  if (o.status && !o.metrics_file.empty()) throw UsageError("-metrics-file goes with a run, not -status");
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");

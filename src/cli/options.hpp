@@ -26,6 +26,7 @@ struct Options {
   int conflict_exit_code = 1;  // -timeout passed without the lock
   int lost_exit_code = 1;      // the lock was lost
   std::chrono::nanoseconds min_hold{0};  // the hold lasts at least this long from its start
+  std::string metrics_file;  // node_exporter's textfile: what became of the run (runner/metrics_file.hpp)
   bool verbose = false;
   bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);

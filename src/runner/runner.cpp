@@ -9,6 +9,7 @@
 #include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "runner/children.hpp"
+#include "runner/metrics_file.hpp"
 #include "runner/min_hold.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/systemd_notify.hpp"
@@ -138,9 +139,19 @@ void report(const RunResult& result, const std::string& program) {
     fmt::print(stderr, "lock: cannot run {}: {}\n", program, std::strerror(result.exec_error));
 }
 
-}  // namespace
+// How -metrics-file tells the run's end.
+Outcome outcome_of(const RunResult& r) {
+  if (r.lost) return Outcome::lost;
+  if (r.unguarded || r.not_run || r.exec_error) return Outcome::error;
+  return r.stop_signal ? Outcome::interrupted : Outcome::ran;
+}
 
-int run(const Options& o) {
+std::optional<int> child_status_of(const RunResult& r) {
+  if (r.not_run || r.exec_error) return std::nullopt;
+  return r.child.signaled ? 128 + r.child.code : r.child.code;
+}
+
+int run_once(const Options& o, MetricsFile& metrics) {
   // Read before the watchdog is one of them.
   std::set<pid_t> foreign = children_before_ours();
   // First, while nothing is open but what we were started with (see Watchdog()).
@@ -178,6 +189,7 @@ int run(const Options& o) {
     return stop_signal;
   });
   auto acquired = Clock::now();
+  metrics.acquired();
   auto env = hold->child_env();
   interrupt.queued();  // -ready=wait, when nobody was in the way
   announce_hold(systemd, what, env);
@@ -192,8 +204,27 @@ int run(const Options& o) {
   hold->release();
   verbose("released the lock");
 
+  metrics.ended(outcome_of(result), child_status_of(result));
   report(result, argv.front());
   return exit_code(result, o);
+}
+
+}  // namespace
+
+int run(const Options& o) {
+  MetricsFile metrics(o);
+  try {
+    return run_once(o, metrics);
+  } catch (const AcquireTimeout&) {
+    metrics.ended(Outcome::conflict);
+    throw;
+  } catch (const Interrupted&) {
+    metrics.ended(Outcome::interrupted);
+    throw;
+  } catch (...) {
+    metrics.ended(Outcome::error);
+    throw;
+  }
 }
 
 }  // namespace lk

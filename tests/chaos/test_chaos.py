@@ -54,7 +54,10 @@ class ChaosShortPass(unittest.TestCase):
         report = table(rows)
         print("\n" + report, file=sys.stderr)
         self.assertEqual(len(rows), len(triples))
-        failed = [f"{r.backend} / {r.fault} / n={r.n}" for r in rows if r.failed]
+        # Each failed row with what failed it, which the end of a long log keeps in sight.
+        failed = [f"{r.backend} / {r.fault} / n={r.n} ({', '.join(sorted(r.kinds()))}: "
+                  f"{'; '.join((r.problems + r.messages + r.examples)[:3])[:600]})"
+                  for r in rows if r.failed]
         self.assertFalse(failed, f"failed: {', '.join(failed)} (SLOW={SLOW}); see the table")
 
 

@@ -838,6 +838,8 @@ class ConsulTransportTest(ConsulTestCase):
 
 
 class ConsulOperatorsTest(OperatorFlags, ConsulTestCase):
+    BACKEND = "consul"
+
     def lose(self):
         self.consul.session_destroy(self.the_new_session())
 

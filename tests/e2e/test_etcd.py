@@ -346,6 +346,8 @@ class EtcdAuthTest(EtcdTestCase):
 
 
 class EtcdOperatorsTest(OperatorFlags, EtcdTestCase):
+    BACKEND = "etcd"
+
     def lose(self):
         (_, (_, _, lease)), = self.etcd.keys(self.prefix + "/").items()
         self.etcd.revoke(lease)

@@ -14,18 +14,20 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, read_file, tree_children_of, wait_for
+from etcd_server import EtcdTestCase
+from harness import LOCK, SLOW, LockTestCase, free_port, read_file, tree_children_of, wait_for
+from metrics import outcome, promtool_check, read_metrics
 from notify_socket import NotifySocket
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "packaging", "examples")
 UNIT = os.path.join(EXAMPLES, "web@.service")
 CRONTAB = os.path.join(EXAMPLES, "report.crontab")
+FLEET_CRON = os.path.join(EXAMPLES, "report-fleet.cron")
 INSTALLED_LOCK = "/usr/bin/lock"
 
 
@@ -64,12 +66,6 @@ def crontab_jobs(text):
         fields = line.split(None, 5)
         jobs.append((fields[:5], fields[5]))
     return jobs
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serving(port):
@@ -116,6 +112,9 @@ class DocumentedTest(unittest.TestCase):
 
     def test_crontab(self):
         self.check_shown(CRONTAB)
+
+    def test_fleet_cron(self):
+        self.check_shown(FLEET_CRON)
 
 
 class SystemdUnitTest(LockTestCase):
@@ -328,6 +327,62 @@ class CrontabTest(LockTestCase):
         self.assertEqual(self.runs(), ["started", "ended"] * 2)
         self.assertEqual(len(self.log().splitlines()), 1, self.log())
         self.assertEqual(self.prefixes_left(), [])
+
+
+class FleetCronTest(EtcdTestCase):
+    """The cron.d line for a fleet, run by two hosts (two runs, each with its own metrics
+    directory) on one etcd, the second a second late: the first runs the report, the second finds
+    the lock still held for -min-hold and skips with the conflict code; each host's metrics file
+    says so, and node_exporter could serve it as it is."""
+
+    def setUp(self):
+        super().setUp()
+        lines = [line for line in read(FLEET_CRON).splitlines() if line and not line.startswith("#")]
+        variables = dict(line.split("=", 1) for line in lines if re.match(r"^[A-Z_]+=", line))
+        self.assertEqual(list(variables), ["ETCDCTL_ENDPOINTS"])
+        (job,) = [line for line in lines if not re.match(r"^[A-Z_]+=", line)]
+        fields = job.split(None, 6)
+        self.assertEqual((len(fields[:5]), fields[5]), (5, "report"))  # schedule and user
+        self.argv = shlex.split(fields[6])
+        self.assertEqual(self.argv[0], INSTALLED_LOCK)
+        self.argv[0] = os.path.abspath(LOCK)
+        self.argv[-1] = self.path("report")  # the job: a stand-in that logs its run
+        with open(self.argv[-1], "w") as f:
+            f.write(f"#!/bin/sh\necho ran >> {self.path('runs')}\n")
+        os.chmod(self.argv[-1], 0o755)
+        self.metrics_at = self.argv.index("-metrics-file") + 1
+        self.assertEqual(os.path.dirname(self.argv[self.metrics_at]), "/var/lib/prometheus/node-exporter")
+        self.cron_env = {"HOME": self.tmp, "LOGNAME": "report", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin",
+                         "ETCDCTL_ENDPOINTS": self.etcd.url}
+        if "ASAN_OPTIONS" in self.env:
+            self.cron_env["ASAN_OPTIONS"] = self.env["ASAN_OPTIONS"]
+
+    def host(self, name):
+        """Runs the job as host `name` would: its own node_exporter directory."""
+        os.mkdir(self.path(name))
+        argv = list(self.argv)
+        argv[self.metrics_at] = os.path.join(self.path(name), os.path.basename(argv[self.metrics_at]))
+        p = subprocess.Popen(argv, env=self.cron_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p, argv[self.metrics_at]
+
+    def test_one_host_of_two_runs_the_report(self):
+        conflict = int(self.argv[self.argv.index("-conflict-exit-code") + 1])
+        first, first_metrics = self.host("web1")
+        wait_for(lambda: os.path.exists(self.path("runs")), what="the first host's report")
+        late, late_metrics = self.host("web2")
+        code, out, err = self.finish(late, 30)
+        self.assertEqual(code, conflict, err)
+        self.assertRegex(err, r"^lock: timed out waiting for prefix 'cron/report'")
+        self.assertEqual(read_file(self.path("runs")), "ran\n")
+        self.assertIsNone(first.poll(), "the first host gave the lock up before -min-hold")
+        first.send_signal(signal.SIGTERM)  # a stopping signal ends the extra hold
+        self.assertEqual(self.finish(first, 30), (0, "", ""))
+        for path, expected in ((first_metrics, "ran"), (late_metrics, "conflict")):
+            self.assertEqual(promtool_check(path), "")
+            self.assertEqual(outcome(read_metrics(path, "cron/report", "etcd")), expected)
+        self.assertGreater(read_metrics(first_metrics, "cron/report", "etcd")["lock_last_success_timestamp_seconds"], 0)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""The local backend at scale, as an ordinary user with the kernel's default limits: ten thousand
-prefixes held at once, and a thousand waiters in line on one prefix."""
+"""The local backend at scale, as an ordinary user with the kernel's default limits: two thousand
+prefixes held at once (far past the 128 inotify instances and 1,024 open files a user gets, of
+which a holder takes none that the others share), and a thousand waiters in line on one prefix.
+bench/local_holders.sh holds ten thousand, beside flock(1), and measures what each costs."""
 
 import os
 import pwd
@@ -11,7 +13,7 @@ import unittest
 
 from harness import LOCK, LockTestCase, read_file, wait_for
 
-HOLDERS = 10_000
+HOLDERS = 2_000
 WAITERS = 1_000
 
 
@@ -24,7 +26,7 @@ class ScaleTest(LockTestCase):
     def setUp(self):
         super().setUp()
         if "asan" in os.path.basename(LOCK):
-            self.skipTest("ten thousand sanitized processes do not fit in memory; the plain build runs it")
+            self.skipTest("thousands of sanitized processes do not fit in memory; the plain build runs it")
         if os.geteuid() != 0:
             self.skipTest("needs root to run the contenders as user nobody")
         self.nobody = pwd.getpwnam("nobody")
@@ -58,13 +60,14 @@ class ScaleTest(LockTestCase):
     def shared_path(self, name):
         return os.path.join(self.shared, name)
 
-    def test_ten_thousand_prefixes_held_at_once_by_one_user(self):
+    def test_two_thousand_prefixes_held_at_once_by_one_user(self):
         headroom = int(read_file("/proc/sys/kernel/pid_max")) - len(os.listdir("/proc"))
         if headroom < 3 * HOLDERS + 1000:  # each holder: lock, its watchdog and its child
             self.skipTest(f"kernel.pid_max leaves room for {headroom} more processes only")
         available = int(read_file("/proc/meminfo").split("MemAvailable:")[1].split()[0]) * 1024
         if available < HOLDERS * 3 * 256 * 1024:  # measured: under 250 KB a process, kernel's share included
-            self.skipTest(f"{available >> 20} MB of memory available; {HOLDERS} holders need about 7.5 GB")
+            self.skipTest(f"{available >> 20} MB of memory available; {HOLDERS} holders need about "
+                          f"{HOLDERS * 3 * 256 >> 10} MB")
         gate, held, errors = (self.shared_path(n) for n in ("gate", "held", "errors"))
         os.mkfifo(gate)
         os.chown(gate, self.nobody.pw_uid, self.nobody.pw_gid)
@@ -73,8 +76,9 @@ class ScaleTest(LockTestCase):
         # end: an end of file for every child, all of which had it open by then.
         writer = os.open(gate, os.O_RDWR)
         self.addCleanup(lambda: writer is None or os.close(writer))
-        # No subshell per holder: with lock, its watchdog and its child, a fourth process each
-        # would not fit under the default pid_max of 32768.
+        # No subshell per holder: lock, its watchdog and its child are all a holder needs (at
+        # bench/local_holders.sh's ten thousand, a fourth would not fit under the default pid_max
+        # of 32768).
         loop = (f'i=0; while [ $i -lt {HOLDERS} ]; do '
                 f'"$LOCK" -shell=false p$i sh -c "exec 3< {gate}; echo >> {held}; exec cat <&3" '
                 f'2>> {errors} & '
@@ -94,7 +98,7 @@ class ScaleTest(LockTestCase):
         took = time.monotonic() - started
         # The kernel's default allows 128 inotify instances per user: the holders use none.
         self.assertLessEqual(HOLDERS, len(os.listdir(self.state)))
-        r = self.run_lock("-status", "p9999")
+        r = self.run_lock("-status", f"p{HOLDERS - 1}")
         self.assertEqual(r.returncode, 0, r.stderr)
 
         os.close(writer)

@@ -660,6 +660,8 @@ class CuratorInteropTest(ZooKeeperCase):
 
 
 class OperatorsTest(OperatorFlags, ZooKeeperCase):
+    BACKEND = "zookeeper"
+
     def lose(self):
         (node, _), = self.ephemerals_below().items()
         self.zk.delete(node)

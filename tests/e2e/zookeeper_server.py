@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from harness import SLOW, wait_for
+from harness import SLOW, free_port, wait_for
 
 JAVA = shutil.which("java") or "/usr/bin/java"
 JARS = "/usr/share/java"
@@ -50,12 +50,6 @@ JVM_FLAGS = ["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare
 START_TIMEOUT = 60.0  # seconds (times SLOW); a start takes about 1 s on an idle machine
 KAZOO_DIST = "/usr/lib/python3/dist-packages"
 START_MARK = "--- lock tests: starting"  # a line in the log before each start
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kazoo_client_class():

@@ -192,6 +192,15 @@ TEST_CASE("-min-hold takes a Go duration, 0 by default") {
   CHECK(error_of({"-min-hold=-1s", "p", "c"}) == "-min-hold must not be negative");
 }
 
+TEST_CASE("-metrics-file names a file, for a run only") {
+  EnvScope env;
+  CHECK(with({}).metrics_file.empty());
+  CHECK(with({"-metrics-file", "/var/lib/node-exporter/job.prom"}).metrics_file ==
+        "/var/lib/node-exporter/job.prom");
+  CHECK(error_of({"-metrics-file=", "p", "c"}) == "-metrics-file needs a file name");
+  CHECK(error_of({"-status", "-metrics-file=x.prom", "p"}) == "-metrics-file goes with a run, not -status");
+}
+
 TEST_CASE("-ready is hold (the default) or wait; Go checks every occurrence") {
   EnvScope env;
   CHECK_FALSE(with({}).ready_when_queued);
