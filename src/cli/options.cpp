@@ -352,6 +352,21 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
   chosen->configure(o, was_given);
 }
 
+// What one flag's value cannot tell alone: its sign, or how it goes with the others and with the
+// `words` after the options (the prefix and the child). Consul's own wording where `consul lock`
+// has one.
+void check_together(const Options& o, std::size_t words) {
+  if (o.limit <= 0) throw UsageError("Lock holder limit must be positive");
+  if (o.status && words != 1) throw UsageError("-status takes a prefix and no child");
+  if (!o.status && words < 2) throw UsageError("Key prefix and child command must be specified");
+  if (o.json && !o.status) throw UsageError("-json goes with -status");
+  if (o.status && !o.metrics_file.empty()) throw UsageError("-metrics-file goes with a run, not -status");
+  if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
+  if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
+  if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
+  if (o.min_hold.count() < 0) throw UsageError("-min-hold must not be negative");
+}
+
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
@@ -389,22 +404,9 @@ Options parse_options(const std::vector<std::string>& args) {
   Options& o = cli.o;
   if (o.version) return o;
 
-
   // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
   if (go.rest.size() > 1 && go.rest[1] == "--") go.rest.erase(go.rest.begin() + 1);
-
-  // Consul's own wording where `consul lock` has one.
-  if (o.limit <= 0) throw UsageError("Lock holder limit must be positive");
-  if (o.status && go.rest.size() != 1) throw UsageError("-status takes a prefix and no child");
-  if (!o.status && go.rest.size() < 2)
-    throw UsageError("Key prefix and child command must be specified");
-  if (o.json && !o.status) throw UsageError("-json goes with -status");
-  if (o.status && !o.metrics_file.empty()) throw UsageError("-metrics-file goes with a run, not -status");
-  if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
-  if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
-  if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
-  if (o.min_hold.count() < 0) throw UsageError("-min-hold must not be negative");
-
+  check_together(o, go.rest.size());
   o.prefix = validate_prefix(go.rest[0]);
   o.child.assign(go.rest.begin() + 1, go.rest.end());
   if (o.name.empty()) {

@@ -11,6 +11,8 @@ struct ChildEnd {
   bool signaled = false;
   int code = 0;  // exit status, or the signal number when signaled
   bool failed() const { return signaled || code != 0; }
+  // As a shell tells it: 128+N when signal N ended the child.
+  int shell_status() const { return signaled ? 128 + code : code; }
 };
 
 struct RunResult {

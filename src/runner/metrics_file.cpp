@@ -125,8 +125,8 @@ MetricsFile::MetricsFile(const Options& o) : path_(o.metrics_file), start_(Clock
   run_.started = unix_now();
 }
 
-void MetricsFile::acquired() {
-  acquired_ = Clock::now();
+void MetricsFile::acquired(Clock::time_point when) {
+  acquired_ = when;
   run_.waited = seconds(*acquired_ - start_);
   write();
 }

@@ -44,7 +44,7 @@ void replace_file(const std::string& path, std::string_view text);
 class MetricsFile {
  public:
   explicit MetricsFile(const Options& options);  // writes nothing without -metrics-file
-  void acquired();
+  void acquired(Clock::time_point when);
   void ended(Outcome outcome, std::optional<int> child_status = std::nullopt);
 
  private:

@@ -148,7 +148,7 @@ Outcome outcome_of(const RunResult& r) {
 
 std::optional<int> child_status_of(const RunResult& r) {
   if (r.not_run || r.exec_error) return std::nullopt;
-  return r.child.signaled ? 128 + r.child.code : r.child.code;
+  return r.child.shell_status();
 }
 
 int run_once(const Options& o, MetricsFile& metrics) {
@@ -189,7 +189,7 @@ int run_once(const Options& o, MetricsFile& metrics) {
     return stop_signal;
   });
   auto acquired = Clock::now();
-  metrics.acquired();
+  metrics.acquired(acquired);
   auto env = hold->child_env();
   interrupt.queued();  // -ready=wait, when nobody was in the way
   announce_hold(systemd, what, env);

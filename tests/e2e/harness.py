@@ -291,6 +291,14 @@ class OperatorFlags:
             return "(-min-hold)" in self.run_lock("-status", self.prefix).stdout
         wait_for(shown, 10, "-status to show the extra hold")
 
+    def lose_and_finish(self, holder):
+        """Takes the hold of `holder` (started with -lost-exit-code 9) away; returns once it has
+        exited 9, saying it lost the lock."""
+        self.lose()
+        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
+        self.assertEqual(code, 9, err)
+        self.assertIn("lock: lock lost: ", err)
+
     def test_a_run_that_times_out_exits_with_the_conflict_code(self):
         holder = self.hold(prefix=self.prefix)
         r = self.run_lock("-timeout", "300ms", "-conflict-exit-code", "75", self.prefix,
@@ -307,10 +315,7 @@ class OperatorFlags:
         wait_for(lambda: os.path.exists(self.path("held")) or holder.poll() is not None,
                  what="the child to start")
         self.assert_running(holder)
-        self.lose()
-        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
-        self.assertEqual(code, 9, err)
-        self.assertIn("lock: lock lost: ", err)
+        self.lose_and_finish(holder)
 
     def test_min_hold_keeps_the_lock_after_a_short_child(self):
         started = time.monotonic()
@@ -343,11 +348,7 @@ class OperatorFlags:
     def test_a_loss_ends_min_hold(self):
         holder = self.start_lock("-min-hold", "60s", "-lost-exit-code", "9", self.prefix, "true")
         self.wait_min_hold(holder)
-        self.lose()
-        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
-        self.assertEqual(code, 9, err)
-        self.assertIn("lock: lock lost: ", err)
-
+        self.lose_and_finish(holder)
 
     def test_the_metrics_file_tells_each_outcome_and_keeps_the_last_success(self):
         prom = self.path("job.prom")
@@ -382,9 +383,7 @@ class OperatorFlags:
         self.assertEqual(outcome(m), "running")
         self.assertNotIn("lock_run_end_timestamp_seconds", m)
         self.assertNotIn("lock_run_child_exit_status", m)
-        self.lose()
-        code, _, err = self.finish(holder, self.LOSS_BOUND + 10)
-        self.assertEqual(code, 9, err)
+        self.lose_and_finish(holder)
         m = self.metrics()
         self.assertEqual((outcome(m), m["lock_run_child_exit_status"]), ("lost", 128 + signal.SIGTERM))
         self.assertGreater(m["lock_run_held_seconds"], 0)
