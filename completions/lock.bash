@@ -6,7 +6,7 @@ _lock() {
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
         endpoints session-ttl lock-delay value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -metrics-file -kill-after -ready -verbose -backend -state-dir -status -json -version -h -help -http-addr
+        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -metrics-file -kill-after -ready -verbose -backend -state-dir -status -json -watch -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
         -datacenter -stale -endpoints -session-ttl -lock-delay -value"
 

@@ -69,6 +69,7 @@ complete -c lock -n $options -o backend -x -a 'local consul etcd zookeeper' -d '
 complete -c lock -n $options -o state-dir -x -a '(__fish_complete_directories)' -d "Directory of the local backend's lock files"
 complete -c lock -n $options -o status -d 'Show who holds the prefix, and exit'
 complete -c lock -n $options -o json -d 'With -status, print JSON'
+complete -c lock -n $options -o watch -d 'With -status, print again at every change'
 complete -c lock -n $options -o version -d 'Print the version and exit'
 complete -c lock -n $options -o h -o help -d 'Print the usage and exit'
 complete -c lock -n $options -o http-addr -x -d 'Address of the Consul agent'

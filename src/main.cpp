@@ -25,10 +25,10 @@ static void ensure_stdio_open() {
 }
 
 // What lock itself prints is read by scripts: output lost to a full disk or a closed pipe is a
-// failure, not a success with nothing said.
+// failure, not a success with nothing said. (A write that failed as the buffer filled, before the
+// flush, left its errno behind.)
 static int written(int status) {
-  if (std::fflush(stdout) != 0) throw lk::sys_error("cannot write to standard output");
-  if (std::ferror(stdout)) throw lk::Error("cannot write to standard output");
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw lk::sys_error("cannot write to standard output");
   return status;
 }
 

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "backend/make_backend.hpp"
+#include "runner/signals.hpp"
 #include "util/json_text.hpp"
 #include "util/printable.hpp"
 
@@ -29,25 +32,23 @@ std::string describe(const HolderRecord& r) {
   return r.name.empty() ? r.who() : fmt::format("{}, name '{}'", r.who(), printable(r.name));
 }
 
-}  // namespace
+// What -json prints: one object, which also tells two statuses apart for -watch.
+nlohmann::json status_json(const Options& o, const PrefixStatus& s) {
+  nlohmann::json out = {{"backend", o.backend},
+                        {"limit", s.limit_unknown ? nlohmann::json() : nlohmann::json(s.limit)},
+                        {"held", !s.holders.empty()}, {"holders", nlohmann::json::array()},
+                        {"waiters", nlohmann::json::array()}};
+  put_text(out, "prefix", o.prefix);
+  for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
+  for (const auto& r : s.waiters) out["waiters"].push_back(as_json(r));
+  return out;
+}
 
-int show_status(const Options& o) {
-  PrefixStatus s = make_backend(o)->status(o.prefix, nullptr);
+void print_text(const Options& o, const PrefixStatus& s) {
   bool held = !s.holders.empty();
-  if (o.json) {
-    nlohmann::json out = {{"backend", o.backend},
-                          {"limit", s.limit_unknown ? nlohmann::json() : nlohmann::json(s.limit)},
-                          {"held", held},           {"holders", nlohmann::json::array()},
-                          {"waiters", nlohmann::json::array()}};
-    put_text(out, "prefix", o.prefix);
-    for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
-    for (const auto& r : s.waiters) out["waiters"].push_back(as_json(r));
-    fmt::print("{}\n", dump_for_terminal(out, 2));
-    return held ? 0 : kNotHeld;
-  }
   if (!held && s.waiters.empty()) {
     fmt::print("prefix '{}': not held\n", printable(o.prefix));
-    return kNotHeld;
+    return;
   }
   std::string kind = s.limit_unknown ? fmt::format("semaphore, {} slots taken, its limit not recorded", s.holders.size())
                      : s.limit > 1   ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(), s.limit)
@@ -55,7 +56,41 @@ int show_status(const Options& o) {
   fmt::print("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
   for (const auto& r : s.holders) fmt::print("  holder: {}, fencing token {}\n", describe(r), r.token);
   for (const auto& r : s.waiters) fmt::print("  waiting: {}\n", describe(r));
-  return held ? 0 : kNotHeld;
+}
+
+// The status now, then again at every change (one JSON object a line with -json), until a stop
+// signal or -timeout, either of which ends it with 0: how a companion follows the holder.
+int watch_status(const Options& o, Backend& backend) {
+  Signals signals;
+  Interrupt interrupt{.fd = signals.fd(), .keep_going = [&] { return signals.take_stop_signal() == 0; }};
+  nlohmann::json shown;
+  auto show = [&](const PrefixStatus& s) {
+    nlohmann::json now = status_json(o, s);
+    if (now == shown) return;
+    shown = std::move(now);
+    if (o.json)
+      fmt::print("{}\n", dump_for_terminal(shown, -1));
+    else
+      print_text(o, s);
+    // Read as it comes, by a program waiting on the other end: not left in a buffer.
+    if (std::fflush(stdout) != 0) throw sys_error("cannot write to standard output");
+  };
+  backend.watch_status(o.prefix, o.timeout.count() > 0 ? Deadline::after(o.timeout) : Deadline::never(),
+                       interrupt, show);
+  return 0;
+}
+
+}  // namespace
+
+int show_status(const Options& o) {
+  auto backend = make_backend(o);
+  if (o.watch) return watch_status(o, *backend);
+  PrefixStatus s = backend->status(o.prefix, nullptr);
+  if (o.json)
+    fmt::print("{}\n", dump_for_terminal(status_json(o, s), 2));
+  else
+    print_text(o, s);
+  return s.holders.empty() ? kNotHeld : 0;
 }
 
 }  // namespace lk

@@ -83,6 +83,15 @@ class Backend {
   // `wake` (may be null) cuts a server's slow answer short, with an Error: a status looked up
   // while we wait must not delay a stop signal.
   virtual PrefixStatus status(const std::string& prefix, const Wake* wake) = 0;
+  // -status -watch: calls `show` with the status at once, then again after every event that may
+  // have changed it (perhaps unchanged: the caller tells), never on a timer; returns when
+  // `interrupt` says stop or `deadline` passes. Backends that cannot say so throw UsageError
+  // (the command line's table keeps -watch from reaching them).
+  virtual void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                            const std::function<void(const PrefixStatus&)>& show) {
+    (void)prefix, (void)deadline, (void)interrupt, (void)show;
+    throw UsageError("-watch is not available with this backend");
+  }
   // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
   // Interrupted when `interrupt` says stop, and Error for anything else.
   virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,

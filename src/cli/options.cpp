@@ -178,6 +178,8 @@ const FlagInfo kFlags[] = {
     {.name = "status", .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)",
      .on = [](Options& o) -> bool& { return o.status; }},
     {.name = "json", .help = "With -status, print JSON", .on = [](Options& o) -> bool& { return o.json; }},
+    {.name = "watch", .help = "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)",
+     .on = [](Options& o) -> bool& { return o.watch; }},
     {.name = "version", .help = "Print the version and exit",
      .on = [](Options& o) -> bool& { return o.version; }},
     {.name = "http-addr", .env = "CONSUL_HTTP_ADDR", .value = Value::api,
@@ -360,6 +362,7 @@ void check_together(const Options& o, std::size_t words) {
   if (o.status && words != 1) throw UsageError("-status takes a prefix and no child");
   if (!o.status && words < 2) throw UsageError("Key prefix and child command must be specified");
   if (o.json && !o.status) throw UsageError("-json goes with -status");
+  if (o.watch && !o.status) throw UsageError("-watch goes with -status");
   if (o.status && !o.metrics_file.empty()) throw UsageError("-metrics-file goes with a run, not -status");
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");

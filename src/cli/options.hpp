@@ -50,6 +50,7 @@ struct Options {
   bool version = false;
   bool status = false;  // show who holds the prefix instead of running a child
   bool json = false;    // ... as JSON
+  bool watch = false;   // ... now and at every change, until a stop signal or -timeout
 };
 
 // Parses the arguments after argv[0] as `consul lock` does (Go flag syntax), fills defaults from

@@ -193,41 +193,45 @@ class PacingTest(ConsulFaultCase):
     WINDOW = 3.0
 
     def test_blocking_queries_that_do_not_block_are_paced(self):
+        """A lock (-n 1) and a semaphore (-n 2), each held and waited for, side by side: the
+        faults are the whole double's."""
+        holders, waiters, sessions = {}, {}, 0
         for n in (1, 2):
-            with self.subTest(n=n):
-                prefix = f"{self.prefix}/n{n}"
-                holders = [self.hold("-n", str(n), prefix=prefix, gate=f"gate{n}.{k}")
-                           for k in range(n)]
-                waiter = self.start_lock("-n", str(n), prefix, "touch " + self.path(f"ran{n}"))
-                self.wait_waiting(n + 1)
-                pids = [h.pid for h in holders] + [waiter.pid]
-                # An idle hold and an idle wait cost about nothing.
-                cpu = sum(cpu_seconds(p) for p in pids)
-                let_pass(self.WINDOW)
-                idle_cpu = sum(cpu_seconds(p) for p in pids) - cpu
-                self.assertLess(idle_cpu, 0.1 * SLOW)
-                for mode in ("unchanged", "backwards", "zero", "spurious"):
-                    cpu = sum(cpu_seconds(p) for p in pids)
-                    began = time.monotonic()
-                    self.consul.index_fault(mode, self.WINDOW)
-                    self.consul.drop_connections()  # the waiting queries ask again, faulted
-                    let_pass(self.WINDOW)  # the fault's length is what is under test
-                    spent = sum(cpu_seconds(p) for p in pids) - cpu
-                    asked = len(self.requests_since(began, "/v1/kv/"))
-                    self.consul.heal()
-                    # Paced from 50 ms up to 1 s: about 8 queries each in 3 s (16 when each is
-                    # followed by a fresh read), where a spinning client sends thousands.
-                    self.assertLess(asked, 25 * len(pids), f"{mode}: {asked} requests")
-                    self.assertLess(spent, 0.3 * SLOW, f"{mode}: {spent:.2f}s of CPU")
-                for holder in holders:
-                    self.assert_running(holder)
-                self.assert_running(waiter)
-                for k in range(n):
-                    self.release(f"gate{n}.{k}")
-                self.assert_succeeds(waiter)
-                self.assertTrue(os.path.exists(self.path(f"ran{n}")))
-                for holder in holders:
-                    self.assert_succeeds(holder)
+            prefix = f"{self.prefix}/n{n}"
+            holders[n] = [self.hold("-n", str(n), prefix=prefix, gate=f"gate{n}.{k}")
+                          for k in range(n)]
+            waiters[n] = self.start_lock("-n", str(n), prefix, "touch " + self.path(f"ran{n}"))
+            sessions += n + 1
+            self.wait_waiting(sessions)
+        pids = [p.pid for n in (1, 2) for p in (*holders[n], waiters[n])]
+        # An idle hold and an idle wait cost about nothing.
+        cpu = sum(cpu_seconds(p) for p in pids)
+        let_pass(self.WINDOW)
+        idle_cpu = sum(cpu_seconds(p) for p in pids) - cpu
+        self.assertLess(idle_cpu, 0.1 * SLOW)
+        for mode in ("unchanged", "backwards", "zero", "spurious"):
+            cpu = sum(cpu_seconds(p) for p in pids)
+            began = time.monotonic()
+            self.consul.index_fault(mode, self.WINDOW)
+            self.consul.drop_connections()  # the waiting queries ask again, faulted
+            let_pass(self.WINDOW)  # the fault's length is what is under test
+            spent = sum(cpu_seconds(p) for p in pids) - cpu
+            asked = len(self.requests_since(began, "/v1/kv/"))
+            self.consul.heal()
+            # Paced from 50 ms up to 1 s: about 8 queries each in 3 s (16 when each is
+            # followed by a fresh read), where a spinning client sends thousands.
+            self.assertLess(asked, 25 * len(pids), f"{mode}: {asked} requests")
+            self.assertLess(spent, 0.3 * SLOW, f"{mode}: {spent:.2f}s of CPU")
+        for n in (1, 2):
+            for holder in holders[n]:
+                self.assert_running(holder)
+            self.assert_running(waiters[n])
+            for k in range(n):
+                self.release(f"gate{n}.{k}")
+            self.assert_succeeds(waiters[n])
+            self.assertTrue(os.path.exists(self.path(f"ran{n}")))
+            for holder in holders[n]:
+                self.assert_succeeds(holder)
         self.assert_nothing_left()
 
 
@@ -455,45 +459,53 @@ class StatusLookupTest(StatusLookupCutShort, ConsulFaultCase):
 
 
 class ReleaseTest(ConsulFaultCase):
-    def child_ending_at(self, name):
-        """A child that says it started, and writes the time it ends to the file `name` once
-        its gate opens."""
-        return (f'touch {self.path("started")}; '
-                f'while [ ! -e {self.path("gate")} ]; do sleep 0.01; done; '
-                f'python3 -c "import time; print(time.monotonic())" > {self.path(name)}')
+    def child_ending_at(self, n):
+        """A child that says it started (the file `started<n>`), and writes the time it ends to
+        the file `end<n>` once its gate (`gate<n>`) opens."""
+        return (f'touch {self.path(f"started{n}")}; '
+                f'while [ ! -e {self.path(f"gate{n}")} ]; do sleep 0.01; done; '
+                f'python3 -c "import time; print(time.monotonic())" > {self.path(f"end{n}")}')
 
     def test_a_hung_agent_at_release_costs_at_most_3s(self):
         for n in ("1", "2"):
             with self.subTest(n=n):
-                holder = self.start_lock("-n", n, self.prefix, self.child_ending_at(f"end{n}"))
-                self.wait_file("started")
+                holder = self.start_lock("-n", n, "-session-ttl", "10s", self.prefix,
+                                         self.child_ending_at(n))
+                self.wait_file(f"started{n}")
                 sessions = self.new_sessions()
+                hung = time.monotonic()
                 self.consul.reply_fault("/", prefix=True, times=None, mode="hang",
                                         hang_seconds=60)
-                self.release("gate")
-                code, _, err = self.finish(holder, timeout=30)
-                exited = time.monotonic()
+                try:
+                    # A renewal in flight (one every 10s/3) must not hold the release up either.
+                    wait_for(lambda: self.requests_since(hung, "/v1/session/renew/"),
+                             what="a renewal the agent leaves unanswered")
+                    self.release(f"gate{n}")
+                    code, _, err = self.finish(holder, timeout=30)
+                    exited = time.monotonic()
+                finally:  # a failed round must not leave the next one a hung agent, or litter
+                    self.consul.heal()
+                    for s in sessions:  # what was left goes with the session
+                        self.consul.session_destroy(s)
+                    for e in self.kv():
+                        self.consul.delete(e["Key"])
                 ended = float(self.wait_file(f"end{n}", "\n"))
-                self.assertLess(exited - ended, 3.0 + 0.25 * SLOW)
+                # Past the 3 s: the child's and lock's own exits, slower under the sanitizers.
+                self.assertLess(exited - ended, 3.0 + 0.5 * SLOW)
                 self.assertEqual(code, 0, err)
                 self.assert_one_line(err)
                 self.assertRegex(err, r"^lock: could not finish cleaning up \(Consul agent at "
                                       r"[^)]*cannot reach it.*\); session [0-9a-f-]{36} expires by "
-                                      r"itself after its TTL of 15s")
-                self.consul.heal()
-                for name in ("gate", "started"):
-                    os.unlink(self.path(name))
-                # What was left goes with the session; remove it now for the next round.
-                for s in sessions:
-                    self.consul.session_destroy(s)
-                for e in self.kv():
-                    self.consul.delete(e["Key"])
+                                      r"itself after its TTL of 10s")
         self.assert_nothing_left()
 
     def test_a_wait_given_up_while_the_agent_hangs_ends_within_3s(self):
         for n in ("1", "2"):
             with self.subTest(n=n):
-                holders = [self.hold("-n", n, prefix=self.prefix, gate=f"gate{n}.{k}")
+                # The holders' sessions outlast the hang by far, whenever they last renewed:
+                # only the waiter is under test.
+                holders = [self.hold("-n", n, "-session-ttl", "60s", prefix=self.prefix,
+                                     gate=f"gate{n}.{k}")
                            for k in range(int(n))]
                 held_by = self.new_sessions()
                 waiter = self.start_lock("-n", n, "-timeout", "2s", self.prefix,
@@ -503,9 +515,12 @@ class ReleaseTest(ConsulFaultCase):
                 self.consul.reply_fault("/", prefix=True, times=None, mode="hang",
                                         hang_seconds=60)
                 started = time.monotonic()
-                code, _, err = self.finish(waiter)
-                self.assertLess(time.monotonic() - started, 2 + 3.0 + 0.25 * SLOW)
-                self.consul.heal()
+                try:
+                    code, _, err = self.finish(waiter)
+                    spent = time.monotonic() - started
+                finally:
+                    self.consul.heal()
+                self.assertLess(spent, 2 + 3.0 + 0.5 * SLOW)
                 self.assertEqual(code, 1)
                 self.assertEqual(len(err.splitlines()), 2, err)
                 self.assertRegex(err, r"lock: could not finish cleaning up \(.*cannot reach it")

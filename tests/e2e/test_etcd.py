@@ -215,7 +215,7 @@ class EtcdLossTest(EtcdTestCase):
         holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "1s", "-shell=false",
                                  self.prefix, "/bin/sh", "-c",
                                  f"trap '' TERM; echo $$ > {self.path('pid')}; while :; do sleep 0.01; done")
-        pid = int(self.wait_file("pid"))
+        pid = int(self.wait_file("pid", "\n"))
         paused = time.monotonic()
         self.etcd.pause()
         try:

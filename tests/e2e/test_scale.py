@@ -1,5 +1,5 @@
-"""The local backend at scale, as an ordinary user with the kernel's default limits: two thousand
-prefixes held at once (far past the 128 inotify instances and 1,024 open files a user gets, of
+"""The local backend at scale, as an ordinary user with the kernel's default limits: 1,200
+prefixes held at once (past the 128 inotify instances and 1,024 open files a user gets, of
 which a holder takes none that the others share), and a thousand waiters in line on one prefix.
 bench/local_holders.sh holds ten thousand, beside flock(1), and measures what each costs."""
 
@@ -13,7 +13,7 @@ import unittest
 
 from harness import LOCK, LockTestCase, read_file, wait_for
 
-HOLDERS = 2_000
+HOLDERS = 1_200
 WAITERS = 1_000
 
 

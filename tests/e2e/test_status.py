@@ -4,11 +4,15 @@ exit status says whether the prefix is held."""
 import base64
 import json
 import os
+import queue
+import signal
 import socket
 import subprocess
+import threading
+import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, wait_for
+from harness import LOCK, SLOW, LockTestCase, send, wait_for
 
 
 class StatusTest(LockTestCase):
@@ -97,6 +101,145 @@ class StatusTest(LockTestCase):
     def test_status_takes_a_prefix_only(self):
         for args, message in ((["-status", "p", "true"], "-status takes a prefix and no child"),
                               (["-json", "p", "true"], "-json goes with -status")):
+            with self.subTest(args=args):
+                r = self.run_lock(*args)
+                self.assertEqual((r.returncode, r.stdout), (1, ""))
+                self.assertEqual(r.stderr, f"lock: {message} (see lock -help)\n")
+
+
+def context_switches(pid):
+    """How often the process has been woken and put to sleep so far, all its threads counted."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+    return total
+
+
+class Watch:
+    """A running lock -status -watch: its lines as they come, read by a thread of their own."""
+
+    def __init__(self, case, *args):
+        self.proc = case.start_lock("-status", "-watch", *args, stdout=subprocess.PIPE)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout=10.0):
+        """The next line, or None once the output ended; fails when none comes in time."""
+        try:
+            line = self.lines.get(timeout=timeout * SLOW)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout * SLOW:.1f}s after {self.seen[-3:]}")
+        if line is not None:
+            self.seen.append(line)
+        return line
+
+    def until(self, condition, what):
+        """Reads lines until one (a JSON object) meets `condition`; returns it."""
+        for _ in range(100):
+            line = self.next()
+            if line is None:
+                raise AssertionError(f"the output ended before {what}: {self.seen[-3:]}")
+            out = json.loads(line)
+            if condition(out):
+                return out
+        raise AssertionError(f"100 lines and not {what}")
+
+    def quiet(self):
+        """Whether no line is waiting to be read."""
+        return self.lines.empty()
+
+    def stop(self, sig=signal.SIGTERM):
+        """Sends `sig`; returns (exit status, what is left of stdout, stderr) once lock ended."""
+        send(self.proc, sig)
+        code = self.proc.wait(timeout=20 * SLOW)
+        rest = []
+        while (line := self.next()) is not None:
+            rest.append(line)
+        return code, "".join(rest), self.proc.stderr.read()
+
+
+class WatchTest(LockTestCase):
+    """lock -status -watch on the local backend: the status now, then at every change, woken by
+    the state directory's events (inotify) and not by a timer; 0 at SIGTERM, SIGINT or -timeout."""
+
+    def test_every_change_is_shown_once_until_a_stop_signal(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with self.subTest(sig=sig.name):
+                watch = Watch(self, "-json", "p")
+                first = watch.until(lambda o: True, "the first status")
+                self.assertEqual((first["prefix"], first["held"], first["holders"]), ("p", False, []))
+                a, b = f"a.{sig.name}", f"b.{sig.name}"
+                holder = self.hold("-n", "2", "-name", "first", gate=a)
+                # (A record is written just after its file is locked: a look in between sees a
+                # holder, not yet who.)
+                held = watch.until(lambda o: [h["pid"] for h in o["holders"]] == [holder.pid],
+                                   "the holder")
+                self.assertEqual(held["holders"][0]["name"], "first")
+                self.assertEqual((held["held"], held["limit"]), (True, 2))
+                second = self.hold("-n", "2", gate=b)
+                waiter = self.start_lock("-n", "2", "-name", "third", "p", "true")
+                out = watch.until(lambda o: len(o["holders"]) == 2 and o["waiters"]
+                                  and o["waiters"][0]["name"] == "third", "the waiter")
+                self.assertEqual(out["waiters"][0]["pid"], waiter.pid)
+                self.release(a)
+                self.assert_succeeds(holder)
+                self.release(b)
+                self.assert_succeeds(second)
+                self.assert_succeeds(waiter)
+                watch.until(lambda o: not o["held"] and not o["waiters"], "the prefix let go")
+                self.assertEqual(watch.stop(sig), (0, "", ""))
+                # Only changes: no line repeats the one before it.
+                objects = [json.loads(line) for line in watch.seen]
+                self.assertTrue(all(x != y for x, y in zip(objects, objects[1:])), watch.seen)
+
+    def test_a_holder_killed_with_its_tree_is_seen_gone(self):
+        watch = Watch(self, "-json", "p")
+        watch.until(lambda o: not o["held"], "the first status")
+        holder = self.hold()
+        watch.until(lambda o: o["held"], "the holder")
+        send(holder, signal.SIGKILL)  # its watchdog stops the tree; the slot's last close shows
+        watch.until(lambda o: not o["held"], "the killed holder gone")
+        self.finish(holder)
+        self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_a_quiet_prefix_shows_nothing_and_is_not_looked_at(self):
+        """Other prefixes' comings and goings show nothing, and a second with nothing happening
+        wakes the watch no more than once or twice: it waits on events, it does not poll."""
+        watch = Watch(self, "p")
+        self.assertEqual(watch.next(), "prefix 'p': not held\n")
+        for k in range(5):
+            other = self.hold(prefix=f"other{k}", gate=f"other{k}")
+            self.release(f"other{k}")
+            self.assert_succeeds(other)
+        woken = context_switches(watch.proc.pid)
+        time.sleep(1)  # time passing, with nothing happening, is what is under test
+        self.assertLess(context_switches(watch.proc.pid) - woken, 3)
+        self.assertTrue(watch.quiet(), watch.seen)
+        holder = self.hold()
+        self.assertRegex(watch.next(), r"^prefix 'p': held \(lock\)\n")
+        self.assertRegex(watch.next(), rf"^  holder: pid {holder.pid} on ")
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertEqual(watch.next(), "prefix 'p': not held\n")
+        self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_timeout_ends_the_watch_with_0(self):
+        started = time.monotonic()
+        r = self.run_lock("-status", "-watch", "-timeout", "500ms", "p")
+        self.assertGreaterEqual(time.monotonic() - started, 0.5)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "prefix 'p': not held\n", ""))
+
+    def test_watch_goes_with_status_on_the_local_backend(self):
+        for args, message in ((["-watch", "p", "true"], "-watch goes with -status"),
+                              (["-backend", "etcd", "-status", "-watch", "p"],
+                               "-watch applies to the local backend, not to -backend etcd")):
             with self.subTest(args=args):
                 r = self.run_lock(*args)
                 self.assertEqual((r.returncode, r.stdout), (1, ""))

@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 import unittest
 
@@ -17,7 +18,7 @@ from curator_peer import CuratorHolder, missing as curator_missing, start_mutex,
 from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, ThreeSlots, lock_loop, max_overlap,
                      read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
-from zk_frames import RequestLog
+from zk_frames import RequestLog, zk_created_path
 from zookeeper_server import ZooKeeperServer, four_letter, missing as zookeeper_missing
 
 MISSING = zookeeper_missing()
@@ -280,6 +281,41 @@ class LeavingTest(ZooKeeperCase):
                 self.empty(holders, n)
 
 
+class UnusedParentsTest(ZooKeeperCase):
+    """The parents of our node are containers, which the server reaps only once they had a child:
+    those made for a node that a signal then kept from being made would stay for good. A SIGTERM
+    as the create of the last parent goes out, before its answer can come back, leaves none."""
+
+    def test_a_signal_as_the_parents_are_made_leaves_none_of_them(self):
+        for n, prefix, last in ((1, f"{self.prefix}/a/b", f"/{self.prefix}/a/b"),
+                                (2, f"{self.prefix}/c", f"/{self.prefix}/c/locks")):
+            with self.subTest(n=n):
+                started, signalled = threading.Event(), []
+                log = RequestLog()
+                note = log.on_frame
+
+                def on_frame(connection, body):
+                    note(connection, body)
+                    if zk_created_path(body) == last and not signalled:
+                        started.wait(10)
+                        signalled.append(send(waiter, signal.SIGTERM))
+                log.on_frame = on_frame
+                host, port = self.zk.connect_string.rsplit(":", 1)
+                with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
+                    waiter = self.start_lock("-endpoints", proxy.address, "-n", str(n), prefix,
+                                             "touch " + self.path("ran"))
+                    started.set()
+                    code, _, err = self.finish(waiter)
+                self.assertTrue(signalled, log.requests())
+                self.assertEqual((code, err),
+                                 (1, "lock: interrupted by SIGTERM while waiting for the lock\n"))
+                self.assertFalse(os.path.exists(self.path("ran")))
+                # Removed by lock, or (when its node's create went out before the signal came)
+                # reaped by the server once that node went with the session.
+                self.assert_reaped(self.node)
+                self.assert_nothing_left()
+
+
 class QueueTest(ZooKeeperCase):
     def test_waiters_are_served_in_arrival_order(self):
         holder = self.hold(prefix=self.prefix)
@@ -382,13 +418,17 @@ class RoundTripTest(ZooKeeperCase):
     in front of the server, so that they cannot grow unnoticed. Pings, which depend on time
     alone, are not counted. Each create of our node is tried once before its parents exist
     (Curator's creatingParentContainersIfNeeded does the same) and the parents are made from the
-    root down, except a semaphore's leases/, whose parent is known to be there."""
+    root down, except a semaphore's leases/, whose parent is known to be there. The session
+    lasts 40 s (2 s ticks), so that no renewal comes among them, however slow the run."""
+
+    SERVER = {"tick_time": 2000}
 
     def round_trips(self, *flags, prefix=None):
         log = RequestLog()
         host, port = self.zk.connect_string.rsplit(":", 1)
         with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
-            r = self.run_lock("-endpoints", proxy.address, *flags, prefix or self.prefix, "true")
+            r = self.run_lock("-endpoints", proxy.address, "-session-ttl", "40s", *flags,
+                              prefix or self.prefix, "true")
             self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.assert_nothing_left()
         seen = log.requests()

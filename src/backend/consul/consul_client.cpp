@@ -213,9 +213,9 @@ std::string ConsulClient::create_session(const json& body) {
   return decoded("create session", [&] { return decode_session_create(r.body); });
 }
 
-void ConsulClient::renew_session(const std::string& id, milliseconds timeout) {
+void ConsulClient::renew_session(const std::string& id, milliseconds timeout, const Wake& stop) {
   std::string op = "renew session " + id;
-  HttpResponse r = send("PUT", "/v1/session/renew/" + escape_session(id), "", "", timeout, op);
+  HttpResponse r = send("PUT", "/v1/session/renew/" + escape_session(id), "", "", timeout, op, &stop);
   bool gone = r.status == 404 || !decoded(op, [&] { return decode_session_info(r.body, id); });
   if (gone) throw LeaseGone(where(op) + "the session no longer exists (destroyed or expired)");
 }

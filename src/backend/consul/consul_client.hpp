@@ -70,7 +70,8 @@ class ConsulClient {
   void delete_key(const std::string& key);
 
   std::string create_session(const nlohmann::json& body);
-  void renew_session(const std::string& id, std::chrono::milliseconds timeout);  // LeaseGone if gone
+  // LeaseGone if gone; Cancelled when `stop` cuts the wait short.
+  void renew_session(const std::string& id, std::chrono::milliseconds timeout, const Wake& stop);
   void destroy_session(const std::string& id);
 
   const std::string& address() const { return address_; }

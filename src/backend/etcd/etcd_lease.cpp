@@ -1,7 +1,5 @@
 #include "backend/etcd/etcd_lease.hpp"
 
-#include <poll.h>
-
 #include <thread>
 
 #include "backend/lease/backoff.hpp"
@@ -11,15 +9,6 @@
 namespace lk {
 
 using nlohmann::json;
-
-namespace {
-
-bool readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) > 0;
-}
-
-}  // namespace
 
 EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
                      std::chrono::milliseconds grant_timeout)
@@ -37,17 +26,10 @@ EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
   // The keeper's thread has a connection of its own.
   auto keeper_client = std::make_shared<EtcdClient>(config);
   std::int64_t id = id_;
-  int stop_fd = stopping_.fd();  // outlives the keeper: declared before it
-  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id, stop_fd](std::chrono::milliseconds timeout) {
-    Wake wake{{stop_fd}, [stop_fd] { return !readable(stop_fd); }};
-    KeepAlive reply;
-    try {
-      reply = keeper_client->call("lease keepalive", "/v3/lease/keepalive", {{"ID", std::to_string(id)}},
-                                  timeout, [id](std::string_view body) { return decode_keepalive(body, id); },
-                                  &wake);
-    } catch (const Cancelled&) {
-      return;  // renewals are over: nobody waits for this one's answer
-    }
+  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id](std::chrono::milliseconds timeout, const Wake& stop) {
+    KeepAlive reply = keeper_client->call("lease keepalive", "/v3/lease/keepalive", {{"ID", std::to_string(id)}},
+                                          timeout, [id](std::string_view body) { return decode_keepalive(body, id); },
+                                          &stop);
     std::string where = keeper_client->where("lease keepalive");
     if (reply.error && reply.error->code == 14) throw ServerUnavailable(where + reply.error->message, std::nullopt);
     if (reply.error && reply.error->code != 5) throw EtcdError(where + reply.error->message, reply.error->code);
@@ -64,7 +46,6 @@ EtcdLease::~EtcdLease() { revoke(Deadline::after(kReleaseBudget)); }
 void EtcdLease::revoke(Deadline budget) {
   if (revoked_) return;
   revoked_ = true;
-  stopping_.notify();
   keeper_->stop_soon();
   std::optional<std::string> failure = send_revoke(budget);
   keeper_->stop();

@@ -37,7 +37,6 @@ class EtcdLease {
   EtcdClient client_;  // the owner's thread's; the keeper has one of its own
   std::int64_t id_ = 0;
   std::chrono::seconds ttl_;
-  EventFd stopping_;  // readable once renewals must stop, so that one in flight ends at once
   std::unique_ptr<LeaseKeeper> keeper_;
   bool revoked_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "backend/errors.hpp"
 #include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "util/log.hpp"
@@ -34,7 +35,13 @@ void LeaseKeeper::stop_soon() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
+  stop_.notify();
   wake_.notify_all();
+}
+
+bool LeaseKeeper::stopping() const {
+  std::lock_guard lock(mutex_);
+  return stopping_;
 }
 
 void LeaseKeeper::stop() {
@@ -92,7 +99,9 @@ void LeaseKeeper::run() {
     std::optional<std::chrono::seconds> retry_after;
     std::string error;
     try {
-      renew_(timeout);
+      renew_(timeout, stop_wake_);
+    } catch (const Cancelled&) {
+      return;  // renewals are over: nobody waits for this one's answer
     } catch (const LeaseGone& e) {
       lose(e.what());
       return;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/lease/lease_budget.hpp"
+#include "net/wake.hpp"
 #include "util/deadline.hpp"
 #include "util/error.hpp"
 #include "util/event_fd.hpp"
@@ -39,8 +40,9 @@ class LeaseKeeper {
   // `renew` sends one renewal and returns once it is acknowledged; it throws LeaseGone, or any
   // other exception for a failure worth retrying (a ServerUnavailable's Retry-After is honoured
   // within the budget). `granted_at` is when the lease's grant was sent.
-  // `request_timeout` bounds the wait for one renewal's answer.
-  using Renew = std::function<void(std::chrono::milliseconds request_timeout)>;
+  // `request_timeout` bounds the wait for one renewal's answer, and `stop` cuts that wait short
+  // (Cancelled) once renewals are over: a release must not wait on a renewal nobody needs.
+  using Renew = std::function<void(std::chrono::milliseconds request_timeout, const Wake& stop)>;
   LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew);
   ~LeaseKeeper();
 
@@ -59,9 +61,12 @@ class LeaseKeeper {
 
  private:
   void run();
+  bool stopping() const;
 
   Renew renew_;
   EventFd loss_;
+  EventFd stop_;  // readable once renewals are over
+  Wake stop_wake_{{stop_.fd()}, [this] { return !stopping(); }};
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

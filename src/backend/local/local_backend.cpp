@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "backend/local/local_record.hpp"
 #include "backend/local/local_recipe.hpp"
 #include "backend/local/prefix_dir.hpp"
+#include "backend/local/prefix_watch.hpp"
 #include "backend/local/state_dir.hpp"
 #include "backend/local/state_file.hpp"
 #include "util/log.hpp"
@@ -71,6 +73,33 @@ PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
   auto text = meta ? read_state_file(meta.get()) : std::nullopt;
   if (auto m = text ? parse_meta(*text) : std::nullopt) status.limit = m->limit;
   return status;
+}
+
+void LocalBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                                const std::function<void(const PrefixStatus&)>& show) {
+  using Woken = PrefixWatch::Woken;
+  // A record is written just after its file is locked: a look in between sees a holder or a
+  // waiter, and not yet who. The write is an event of its own, which comes at once; a record that
+  // does not (another program's lock on a file of ours) is shown as it is after this long.
+  constexpr auto kRecordDue = std::chrono::milliseconds(200);
+  if (!state_) {  // made as any run makes it, so that the first prefix made in it is seen
+    PrivateUmask creating;
+    state_ = open_state_dir(state_path_, must_be_private_, true);
+  }
+  PrefixWatch watch(state_.get(), encode_prefix(prefix));
+  for (Woken woken = Woken::event; woken == Woken::event;) {
+    watch.arm();
+    PrefixStatus s = status(prefix, nullptr);
+    auto unwritten = [](const HolderRecord& r) { return r.pid == 0 && r.host.empty(); };
+    if (std::any_of(s.holders.begin(), s.holders.end(), unwritten) ||
+        std::any_of(s.waiters.begin(), s.waiters.end(), unwritten)) {
+      woken = watch.wait(Deadline::earlier(deadline, Deadline::after(kRecordDue)), interrupt);
+      if (woken == Woken::event) continue;
+      if (woken == Woken::stop || deadline.passed()) return;
+    }
+    show(s);
+    woken = watch.wait(deadline, interrupt);
+  }
 }
 
 }  // namespace lk

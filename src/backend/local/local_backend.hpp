@@ -15,6 +15,8 @@ class LocalBackend : public Backend {
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
   PrefixStatus status(const std::string& prefix, const Wake* wake) override;
+  void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                    const std::function<void(const PrefixStatus&)>& show) override;
 
  private:
   std::string state_path_;

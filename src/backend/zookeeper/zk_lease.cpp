@@ -26,9 +26,7 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
   }();
   if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
 
-  keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout) {
-    int stop_fd = stopping_.fd();
-    Wake wake{{stop_fd}, [] { return false; }};  // renewals are over: nobody waits for this one
+  keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout, const Wake& stop) {
     std::string node;
     {
       std::lock_guard lock(mutex_);
@@ -37,10 +35,8 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
     try {
       // Any answer shows that the session lived when the server read the request; looking up
       // our own node also re-arms the watch that reports its deletion at once.
-      if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &wake) && !node.empty())
+      if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &stop) && !node.empty())
         throw LeaseGone("our node " + printable(node) + " is gone (deleted by hand, or the session expired)");
-    } catch (const Cancelled&) {
-      return;
     } catch (const ZkError& e) {
       if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");
       throw;
@@ -69,7 +65,6 @@ void ZkLease::end(const std::string& path) {
   if (ended_) return;
   ended_ = true;
   session_->set_listener(nullptr);
-  stopping_.notify();
   keeper_->stop();
   // Our node goes with the session anyway; deleting it first lets the next contender in at once,
   // and tells whether the server answers at all.

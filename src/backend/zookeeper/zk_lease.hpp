@@ -32,7 +32,6 @@ class ZkLease {
   void end(const std::string& path);
 
  private:
-  EventFd stopping_;  // readable once renewals must stop, so that one in flight ends at once
   std::unique_ptr<ZkSession> session_;
   std::mutex mutex_;
   std::string node_;

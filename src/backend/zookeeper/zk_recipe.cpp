@@ -15,8 +15,44 @@ namespace {
 constexpr int kLookAgainMs = 10'000;
 // How often a node's container parents are made again when the server reaps them meanwhile.
 constexpr int kParentRounds = 5;
+// How long removing one container we made, on giving up, may take.
+constexpr std::chrono::milliseconds kUnmakeTimeout{1000};
 
 }  // namespace
+
+// The containers made for a node of ours that was then never made, because the wait ended first.
+// The server reaps a container only once it has had a child, so these would stay for good; they
+// are removed, deepest first. Each carries the UUID of the node it was made for, which tells ours
+// from others' when a create's answer never came (a signal, a lost connection). One that is not
+// ours, or not empty (another contender's node is in it, or ours, whose create's answer was lost),
+// is left to the server, and its parents with it.
+class MadeParents {
+ public:
+  MadeParents(ZkSession& session, std::string tag) : session_(session), tag_(std::move(tag)) {}
+  ~MadeParents() {
+    for (auto path = sent.rbegin(); path != sent.rend(); ++path) {
+      try {
+        auto node = session_.get(*path, false, kUnmakeTimeout);
+        if (!node) continue;  // reaped already: it had a child
+        if (node->data != tag_ || node->stat.numChildren > 0) return;
+        session_.remove(*path, kUnmakeTimeout);
+        verbose("removed {}, made for nothing", printable(*path));
+      } catch (const std::exception& e) {
+        verbose("{}; left to the server", e.what());
+        return;
+      }
+    }
+  }
+  MadeParents(const MadeParents&) = delete;
+  MadeParents& operator=(const MadeParents&) = delete;
+
+  const std::string& tag() const { return tag_; }
+  std::vector<std::string> sent;  // the containers we may have made; cleared once our node is there
+
+ private:
+  ZkSession& session_;
+  std::string tag_;
+};
 
 std::string child_path(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
@@ -135,15 +171,20 @@ OwnNode ZkContention::create_protected(const std::string& dir, std::string_view 
   std::string path = child_path(dir, protected_name(id, name));
   bool maybe_made = false;  // a create was sent, and its answer lost
   int parents_made = 0;
+  MadeParents parents(session_, id);
   while (keep_going()) {
     try {
-      if (maybe_made)
-        if (auto mine = find_own(dir, id)) return *mine;
+      std::optional<OwnNode> mine;
+      if (maybe_made) mine = find_own(dir, id);
       maybe_made = true;
-      if (auto made = try_create(path, parents_made < kParentRounds)) return *made;
+      if (!mine) mine = try_create(path, parents_made < kParentRounds);
+      if (mine) {
+        parents.sent.clear();
+        return *mine;
+      }
       maybe_made = false;  // refused: nothing to look for
       ++parents_made;
-      make_parents(path, parents_made == 1 ? existing : "", parents_made == kParentRounds);
+      make_parents(path, parents_made == 1 ? existing : "", parents_made == kParentRounds, parents);
     } catch (const ZkUnreachable& e) {
       retry_later(e);
     }
@@ -181,9 +222,9 @@ std::optional<OwnNode> ZkContention::try_create(const std::string& path, bool pa
 // made again in the next round, a few times. (A chroot that does not exist is told at once, as an
 // Error.)
 void ZkContention::make_parents(const std::string& path, const std::string& existing,
-                                bool last_round) {
+                                bool last_round, MadeParents& parents) {
   try {
-    session_.create_parents(path, kZkRequestTimeout, &wake_, existing);
+    session_.create_parents(path, parents.tag(), kZkRequestTimeout, &wake_, existing, parents.sent);
   } catch (const ZkError& reaped) {
     if (reaped.code != ZNONODE || last_round) throw;
   }

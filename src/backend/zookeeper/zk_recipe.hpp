@@ -22,6 +22,8 @@ namespace lk {
 // How long one request may go unanswered before it counts as lost.
 constexpr std::chrono::milliseconds kZkRequestTimeout{5000};
 
+class MadeParents;
+
 struct OwnNode {
   std::string path;
   std::int64_t czxid = 0;
@@ -53,7 +55,8 @@ class ZkContention {
   OwnNode create_protected(const std::string& dir, std::string_view name, const std::string& existing = "");
   std::optional<OwnNode> find_own(const std::string& dir, const std::string& id);
   std::optional<OwnNode> try_create(const std::string& path, bool parent_may_be_missing);
-  void make_parents(const std::string& path, const std::string& existing, bool last_round);
+  void make_parents(const std::string& path, const std::string& existing, bool last_round,
+                    MadeParents& parents);
   void refuse_semaphore_layout(const std::vector<std::string>& children);
   void refuse_lock_layout();
   void check_limits(const std::string& dir, const std::vector<std::string>& children, const std::string& ours);

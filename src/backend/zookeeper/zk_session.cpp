@@ -217,15 +217,18 @@ std::string ZkSession::create(const std::string& path, const std::string& data, 
   return reply->value;
 }
 
-void ZkSession::create_parents(const std::string& path, std::chrono::milliseconds timeout,
-                               const Wake* wake, const std::string& existing) {
+void ZkSession::create_parents(const std::string& path, const std::string& data,
+                               std::chrono::milliseconds timeout, const Wake* wake,
+                               const std::string& existing, std::vector<std::string>& sent) {
   bool below = !existing.empty() && path.starts_with(existing + "/");
   for (std::size_t slash = path.find('/', below ? existing.size() + 1 : 1); slash != std::string::npos;
        slash = path.find('/', slash + 1)) {
     std::string parent = path.substr(0, slash);
+    sent.push_back(parent);
     try {
-      create(parent, "", ZOO_CONTAINER, timeout, nullptr, wake);
+      create(parent, data, ZOO_CONTAINER, timeout, nullptr, wake);
     } catch (const ZkError& e) {
+      sent.pop_back();  // an answer, and not a node made
       // Right under the root, only the chroot can be missing, and no client makes that.
       std::size_t chroot = connect_.find('/');
       if (e.code == ZNONODE && parent.rfind('/') == 0 && chroot != std::string::npos)

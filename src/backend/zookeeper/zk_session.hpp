@@ -69,10 +69,12 @@ class ZkSession {
   std::string create(const std::string& path, const std::string& data, int flags,
                      std::chrono::milliseconds timeout, Stat* stat = nullptr,
                      const Wake* wake = nullptr);
-  // Creates each missing ancestor of `path` as a CONTAINER node (reaped by the server once empty),
-  // from the root down, or only those below `existing` when that ancestor is known to be there.
-  void create_parents(const std::string& path, std::chrono::milliseconds timeout,
-                      const Wake* wake = nullptr, const std::string& existing = "");
+  // Creates each missing ancestor of `path` as a CONTAINER node carrying `data` (reaped by the
+  // server once it has had a child and is empty again), from the root down, or only those below
+  // `existing` when that ancestor is known to be there. Appends to `sent` each one whose create
+  // went out and was not refused: made by this call, or perhaps (when no answer came).
+  void create_parents(const std::string& path, const std::string& data, std::chrono::milliseconds timeout,
+                      const Wake* wake, const std::string& existing, std::vector<std::string>& sent);
   std::optional<Stat> exists(const std::string& path, bool watch, std::chrono::milliseconds timeout,
                              const Wake* wake = nullptr);
   std::optional<ZkNode> get(const std::string& path, bool watch, std::chrono::milliseconds timeout,
