@@ -475,7 +475,9 @@ class ConsulLossTest(ConsulTestCase):
                 f'echo $$ > {self.path("pid")}; '
                 f'while [ ! -e {self.path(gate)} ]; do sleep 0.01; done')
 
-    def test_destroyed_session_stops_the_child_within_100ms(self):
+    def test_destroyed_session_stops_the_child_at_once(self):
+        """At once, not at a TTL's end: within 250 ms, the child's shell (which runs its trap
+        once its sleep ends) and its date(1) counted, on a loaded machine."""
         for n in ("1", "3"):
             with self.subTest(n=n):
                 for name in ("pid", "term"):
@@ -488,7 +490,7 @@ class ConsulLossTest(ConsulTestCase):
                 destroyed = time.time()
                 self.consul.session_destroy(session)
                 self.wait_file("term", "\n")
-                self.assertLess(float(read_file(self.path("term"))) - destroyed, 0.1 * SLOW)
+                self.assertLess(float(read_file(self.path("term"))) - destroyed, 0.25 * SLOW)
                 code, _, err = self.finish(holder)
                 self.assertEqual(code, 1)
                 self.assertIn("lock lost", err)

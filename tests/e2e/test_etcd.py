@@ -197,14 +197,16 @@ class EtcdLossTest(EtcdTestCase):
         return (f'trap \'date +%s.%N > {self.path("term")}; exit 0\' TERM; '
                 f'echo $$ > {self.path("pid")}; while :; do sleep 0.01; done')
 
-    def test_revoked_lease_stops_the_child_within_100ms(self):
+    def test_revoked_lease_stops_the_child_at_once(self):
+        """At once, not at the TTL's end: within 250 ms, the child's shell and its date(1)
+        counted, on a loaded machine."""
         holder = self.start_lock("-shell=false", self.prefix, "/bin/sh", "-c", self.child_that_logs_term())
         self.wait_file("pid")
         (_, (_, _, lease)), = self.etcd.keys(self.prefix + "/").items()
         self.etcd.revoke(lease)
         revoked = time.time()
         self.wait_file("term", "\n")
-        self.assertLess(float(read_file(self.path("term"))) - revoked, 0.1 * SLOW)
+        self.assertLess(float(read_file(self.path("term"))) - revoked, 0.25 * SLOW)
         code, _, err = self.finish(holder)
         self.assertEqual(code, 1)
         self.assertIn("lock lost: our key", err)
