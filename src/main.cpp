@@ -24,11 +24,9 @@ static void ensure_stdio_open() {
     if (fcntl(fd, F_GETFD) < 0) open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 }
 
-// What lock itself prints is read by scripts: output lost to a full disk or a closed pipe is a
-// failure, not a success with nothing said. (A write that failed as the buffer filled, before the
-// flush, left its errno behind.)
+// What lock itself printed, all written (see flush_stdout()).
 static int written(int status) {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw lk::sys_error("cannot write to standard output");
+  lk::flush_stdout();
   return status;
 }
 

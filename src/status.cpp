@@ -72,8 +72,7 @@ int watch_status(const Options& o, Backend& backend) {
       fmt::print("{}\n", dump_for_terminal(shown, -1));
     else
       print_text(o, s);
-    // Read as it comes, by a program waiting on the other end: not left in a buffer.
-    if (std::fflush(stdout) != 0) throw sys_error("cannot write to standard output");
+    flush_stdout();  // read as it comes, by a program waiting on the other end
   };
   backend.watch_status(o.prefix, o.timeout.count() > 0 ? Deadline::after(o.timeout) : Deadline::never(),
                        interrupt, show);
@@ -81,6 +80,10 @@ int watch_status(const Options& o, Backend& backend) {
 }
 
 }  // namespace
+
+void flush_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw sys_error("cannot write to standard output");
+}
 
 int show_status(const Options& o) {
   auto backend = make_backend(o);

@@ -91,7 +91,7 @@ Int number_field(const nlohmann::json& j, const char* name) {
 }  // namespace
 
 std::string HolderRecord::who() const {
-  if (pid == 0 && host.empty()) return "a holder with no record of lock's (not written yet, or another program's)";
+  if (!says_who()) return "a holder with no record of lock's (not written yet, or another program's)";
   return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since) +
          (until.empty() ? "" : ", held until " + printable(until) + " (-min-hold)");
 }

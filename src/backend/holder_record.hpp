@@ -37,8 +37,11 @@ struct HolderRecord {
   // shown, like every name).
   static HolderRecord named(const std::string& prefix, const std::string& value,
                             const std::string& unnamed);
-  // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that has no pid
-  // and no host (not written yet, unreadable, another program's) says so instead of "pid 0 on  since".
+  // Whether it says who: a record with no pid and no host was not written yet, or is unreadable,
+  // or another program's.
+  bool says_who() const { return pid != 0 || !host.empty(); }
+  // "pid 12 on web1 since 2024-05-06T07:08:09Z" for a message, escaped; a record that does not
+  // say who says so instead of "pid 0 on  since".
   std::string who() const;
 };
 

@@ -90,7 +90,7 @@ void LocalBackend::watch_status(const std::string& prefix, Deadline deadline, co
   for (Woken woken = Woken::event; woken == Woken::event;) {
     watch.arm();
     PrefixStatus s = status(prefix, nullptr);
-    auto unwritten = [](const HolderRecord& r) { return r.pid == 0 && r.host.empty(); };
+    auto unwritten = [](const HolderRecord& r) { return !r.says_who(); };
     if (std::any_of(s.holders.begin(), s.holders.end(), unwritten) ||
         std::any_of(s.waiters.begin(), s.waiters.end(), unwritten)) {
       woken = watch.wait(Deadline::earlier(deadline, Deadline::after(kRecordDue)), interrupt);
