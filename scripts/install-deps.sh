@@ -18,6 +18,9 @@ packages="$packages parallel time"
 # -metrics-file's tests read the file as operators do: promtool (from prometheus) checks it, and
 # node_exporter's textfile collector serves it.
 packages="$packages prometheus prometheus-node-exporter"
+# The active/standby pair's companion (packaging/examples/follow-leader) reads -status -watch -json
+# with jq, as its test runs it.
+packages="$packages jq"
 # Building the Debian package and checking it as tests/packaging does.
 packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
 

@@ -23,13 +23,17 @@ nlohmann::json as_json(const HolderRecord& r) {
   put_text(j, "name", r.name);
   put_text(j, "since", r.since);
   if (!r.until.empty()) put_text(j, "until", r.until);
+  if (!r.value.empty()) put_text(j, "value", r.value);
   return j;
 }
 
 // Records are written by other processes, names by users: nothing in them may reach the
 // terminal unescaped.
 std::string describe(const HolderRecord& r) {
-  return r.name.empty() ? r.who() : fmt::format("{}, name '{}'", r.who(), printable(r.name));
+  std::string out = r.who();
+  if (!r.name.empty()) out += fmt::format(", name '{}'", printable(r.name));
+  if (!r.value.empty()) out += fmt::format(", value '{}'", printable(r.value));
+  return out;
 }
 
 // What -json prints: one object, which also tells two statuses apart for -watch.
@@ -44,18 +48,16 @@ nlohmann::json status_json(const Options& o, const PrefixStatus& s) {
   return out;
 }
 
-void print_text(const Options& o, const PrefixStatus& s) {
+std::string status_text(const Options& o, const PrefixStatus& s) {
   bool held = !s.holders.empty();
-  if (!held && s.waiters.empty()) {
-    fmt::print("prefix '{}': not held\n", printable(o.prefix));
-    return;
-  }
+  if (!held && s.waiters.empty()) return fmt::format("prefix '{}': not held\n", printable(o.prefix));
   std::string kind = s.limit_unknown ? fmt::format("semaphore, {} slots taken, its limit not recorded", s.holders.size())
                      : s.limit > 1   ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(), s.limit)
                                      : "lock";
-  fmt::print("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
-  for (const auto& r : s.holders) fmt::print("  holder: {}, fencing token {}\n", describe(r), r.token);
-  for (const auto& r : s.waiters) fmt::print("  waiting: {}\n", describe(r));
+  std::string out = fmt::format("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
+  for (const auto& r : s.holders) out += fmt::format("  holder: {}, fencing token {}\n", describe(r), r.token);
+  for (const auto& r : s.waiters) out += fmt::format("  waiting: {}\n", describe(r));
+  return out;
 }
 
 // The status now, then again at every change (one JSON object a line with -json), until a stop
@@ -63,15 +65,14 @@ void print_text(const Options& o, const PrefixStatus& s) {
 int watch_status(const Options& o, Backend& backend) {
   Signals signals;
   Interrupt interrupt{.fd = signals.fd(), .keep_going = [&] { return signals.take_stop_signal() == 0; }};
-  nlohmann::json shown;
+  std::string shown;
   auto show = [&](const PrefixStatus& s) {
-    nlohmann::json now = status_json(o, s);
+    // Only what the reader can tell apart: a semaphore's last holder gone, and then its limit,
+    // is one change in text and two in JSON.
+    std::string now = o.json ? dump_for_terminal(status_json(o, s), -1) + "\n" : status_text(o, s);
     if (now == shown) return;
     shown = std::move(now);
-    if (o.json)
-      fmt::print("{}\n", dump_for_terminal(shown, -1));
-    else
-      print_text(o, s);
+    fmt::print("{}", shown);
     flush_stdout();  // read as it comes, by a program waiting on the other end
   };
   backend.watch_status(o.prefix, o.timeout.count() > 0 ? Deadline::after(o.timeout) : Deadline::never(),
@@ -92,7 +93,7 @@ int show_status(const Options& o) {
   if (o.json)
     fmt::print("{}\n", dump_for_terminal(status_json(o, s), 2));
   else
-    print_text(o, s);
+    fmt::print("{}", status_text(o, s));
   return s.holders.empty() ? kNotHeld : 0;
 }
 

@@ -85,13 +85,9 @@ class Backend {
   virtual PrefixStatus status(const std::string& prefix, const Wake* wake) = 0;
   // -status -watch: calls `show` with the status at once, then again after every event that may
   // have changed it (perhaps unchanged: the caller tells), never on a timer; returns when
-  // `interrupt` says stop or `deadline` passes. Backends that cannot say so throw UsageError
-  // (the command line's table keeps -watch from reaching them).
+  // `interrupt` says stop or `deadline` passes. Throws Error when the server cannot be followed.
   virtual void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
-                            const std::function<void(const PrefixStatus&)>& show) {
-    (void)prefix, (void)deadline, (void)interrupt, (void)show;
-    throw UsageError("-watch is not available with this backend");
-  }
+                            const std::function<void(const PrefixStatus&)>& show) = 0;
   // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
   // Interrupted when `interrupt` says stop, and Error for anything else.
   virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,

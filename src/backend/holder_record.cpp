@@ -91,7 +91,9 @@ Int number_field(const nlohmann::json& j, const char* name) {
 }  // namespace
 
 std::string HolderRecord::who() const {
-  if (!says_who()) return "a holder with no record of lock's (not written yet, or another program's)";
+  if (!says_who())
+    return value.empty() ? "a holder with no record of lock's (not written yet, or another program's)"
+                         : "a holder known by the value it stored";
   return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since) +
          (until.empty() ? "" : ", held until " + printable(until) + " (-min-hold)");
 }
@@ -136,7 +138,8 @@ HolderRecord HolderRecord::named(const std::string& prefix, const std::string& v
                                  const std::string& unnamed) {
   HolderRecord r;
   r.prefix = prefix;
-  r.name = value.empty() ? unnamed : value;
+  r.name = unnamed;
+  r.value = value;
   return r;
 }
 

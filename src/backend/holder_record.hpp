@@ -17,6 +17,7 @@ struct HolderRecord {
   std::string since;  // RFC 3339, UTC
   std::uint64_t token = 0;  // fencing token; 0 while waiting
   std::string until;  // RFC 3339, UTC: -min-hold keeps the hold until then, the child gone
+  std::string value;  // what a holder stored instead of a record: -value's, or a peer's data
 
   // `t` as RFC 3339, in UTC, to the second.
   static std::string utc_text(std::chrono::system_clock::time_point t);
@@ -33,8 +34,8 @@ struct HolderRecord {
   // `value` with "until" set, when it is a record of this process's (a value of -value is the
   // user's, and stays as it is); its other fields, such as ZooKeeper's limit, are kept.
   static std::optional<std::string> with_until(const std::string& value, const std::string& until);
-  // A holder known only by what it stored, or by `unnamed` when that is empty (escaped where
-  // shown, like every name).
+  // A holder known only by what it stored (its value: -value's is the leader's address to its
+  // standbys), named `unnamed` (escaped where shown, like every name).
   static HolderRecord named(const std::string& prefix, const std::string& value,
                             const std::string& unnamed);
   // Whether it says who: a record with no pid and no host was not written yet, or is unreadable,

@@ -3,11 +3,13 @@ state directory, and wait on conditions with deadlines instead of sleeping."""
 
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -266,6 +268,159 @@ class ThreeSlots:
             self.release(f"go{k}")
             self.assert_succeeds(holder)
         self.assert_nothing_left()
+
+
+class Watch:
+    """A running lock -status -watch: its lines as they come, read by a thread of their own."""
+
+    def __init__(self, case, *args):
+        self.proc = case.start_lock("-status", "-watch", *args, stdout=subprocess.PIPE)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout=10.0):
+        """The next line, or None once the output ended; fails when none comes in time."""
+        try:
+            line = self.lines.get(timeout=timeout * SLOW)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout * SLOW:.1f}s after {self.seen[-3:]}")
+        if line is not None:
+            self.seen.append(line)
+        return line
+
+    def until(self, condition, what):
+        """Reads lines until one (a JSON object) meets `condition`; returns it."""
+        for _ in range(100):
+            line = self.next()
+            if line is None:
+                raise AssertionError(f"the output ended before {what}: {self.seen[-3:]}")
+            out = json.loads(line)
+            if condition(out):
+                return out
+        raise AssertionError(f"100 lines and not {what}")
+
+    def quiet(self):
+        """Whether no line is waiting to be read."""
+        return self.lines.empty()
+
+    def stop(self, sig=signal.SIGTERM):
+        """Sends `sig`; returns (exit status, what is left of stdout, stderr) once lock ended."""
+        send(self.proc, sig)
+        code = self.proc.wait(timeout=20 * SLOW)
+        rest = []
+        while (line := self.next()) is not None:
+            rest.append(line)
+        return code, "".join(rest), self.ended()
+
+    def ended(self):
+        """What lock wrote on stderr, once it ended."""
+        with self.proc.stdout, self.proc.stderr:
+            return self.proc.stderr.read()
+
+
+class StatusWatch:
+    """-status -watch on a server backend. The case gives self.prefix; proxy(), a context that
+    gives a FaultProxy in front of its server, a function that lists the requests lock sent
+    through it, and the flags that send lock through it; and BUDGET, flags that make the retry budget short, with
+    its length in seconds (LeaseTiming::stop_after: 0.9 TTL less -kill-after)."""
+
+    BUDGET = (("-session-ttl", "3s", "-kill-after", "1s"), 1.7)
+
+    def test_every_change_is_shown_as_it_comes(self):
+        watch = Watch(self, "-json", self.prefix)
+        first = watch.until(lambda o: True, "the first status")
+        self.assertEqual((first["prefix"], first["held"], first["holders"]), (self.prefix, False, []))
+        holder = self.hold("-n", "2", "-name", "first", prefix=self.prefix, gate="a")
+        held = watch.until(lambda o: [h["name"] for h in o["holders"]] == ["first"], "the holder")
+        self.assertEqual((held["held"], held["limit"], held["holders"][0]["pid"]), (True, 2, holder.pid))
+        second = self.hold("-n", "2", prefix=self.prefix, gate="b")
+        waiter = self.start_lock("-n", "2", "-name", "third", self.prefix, "true")
+        out = watch.until(lambda o: len(o["holders"]) == 2 and o["waiters"]
+                          and o["waiters"][0]["name"] == "third", "the waiter")
+        self.assertEqual(out["waiters"][0]["pid"], waiter.pid)
+        self.release("a")
+        self.assert_succeeds(holder)
+        self.release("b")
+        self.assert_succeeds(second)
+        self.assert_succeeds(waiter)
+        watch.until(lambda o: o["limit"] == 0, "the prefix let go")
+        self.assertEqual(watch.stop(signal.SIGINT), (0, "", ""))
+        objects = [json.loads(line) for line in watch.seen]
+        self.assertTrue(all(x != y for x, y in zip(objects, objects[1:])), watch.seen)
+
+    def test_the_holders_value_is_shown(self):
+        """-value is what a leader tells its standbys and clients (an address): the watch
+        shows it, as -status does."""
+        watch = Watch(self, "-json", self.prefix)
+        watch.until(lambda o: not o["held"], "the first status")
+        holder = self.hold("-value", "http://10.0.0.5:8080", prefix=self.prefix)
+        out = watch.until(lambda o: o["held"], "the holder")
+        self.assertEqual(out["holders"][0]["value"], "http://10.0.0.5:8080")
+        self.assertRegex(self.run_lock("-status", self.prefix).stdout,
+                         r"\n  holder: a holder known by the value it stored, name '[^\n]+', "
+                         r"value 'http://10\.0\.0\.5:8080', fencing token \d+\n")
+        self.release()
+        self.assert_succeeds(holder)
+        watch.until(lambda o: o["limit"] == 0, "the holder gone")
+        self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_a_quiet_prefix_costs_at_most_3_requests_in_5_seconds(self):
+        """Another prefix's comings and goings show nothing; then 5 s with nothing happening
+        cost at most 3 requests: the watch waits on the server's news, it does not poll."""
+        with self.proxy() as (proxy, requests, via):
+            watch = Watch(self, *via, self.prefix)
+            self.assertEqual(watch.next(), f"prefix '{self.prefix}': not held\n")
+            other = self.prefix + "-other"
+            self.assertEqual(self.run_lock(other, "true").returncode, 0)
+            before = len(requests())
+            time.sleep(5)  # time passing, with nothing happening, is what is under test
+            quiet = requests()[before:]
+            self.assertLessEqual(len(quiet), 3, quiet)
+            self.assertTrue(watch.quiet(), watch.seen)
+            holder = self.hold(prefix=self.prefix)
+            self.assertRegex(watch.next(), rf"^prefix '{self.prefix}': held \(lock\)\n")
+            self.assertRegex(watch.next(), rf"^  holder: pid {holder.pid} on ")
+            self.release()
+            self.assert_succeeds(holder)
+            self.assertEqual(watch.next(), f"prefix '{self.prefix}': not held\n")
+            self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_a_cut_within_the_budget_is_ridden_out_and_hides_no_change(self):
+        """Connections reset for a second, while the prefix is taken: the watch goes on, and
+        shows the holder once it hears from the server again."""
+        with self.proxy() as (proxy, requests, via):
+            watch = Watch(self, "-json", *via, self.prefix)
+            watch.until(lambda o: not o["held"], "the first status")
+            proxy.set_mode("reset")
+            holder = self.hold("-name", "during", prefix=self.prefix)
+            time.sleep(1)  # the cut's length is what is under test
+            proxy.set_mode("pass")
+            watch.until(lambda o: [h["name"] for h in o["holders"]] == ["during"], "the holder")
+            self.release()
+            self.assert_succeeds(holder)
+            watch.until(lambda o: o["limit"] == 0, "the holder gone")
+            self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_a_cut_longer_than_the_budget_ends_the_watch(self):
+        flags, budget = self.BUDGET
+        with self.proxy() as (proxy, requests, via):
+            watch = Watch(self, *flags, *via, self.prefix)
+            watch.next()
+            cut = time.monotonic()
+            proxy.set_mode("reset")
+            code = watch.proc.wait(timeout=30 * SLOW)
+            took = time.monotonic() - cut
+            err = watch.ended()
+            self.assertEqual(code, 1, err)
+            self.assertRegex(err, rf"^lock: stopped watching prefix '{self.prefix}': no answer for \d+ ms")
+            self.assertGreaterEqual(took, budget)
+            self.assertLess(took, budget + 8 * SLOW)
 
 
 class OperatorFlags:

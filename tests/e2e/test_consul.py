@@ -4,6 +4,7 @@ consul_peer.py port of api.Lock, api.Semaphore and `consul lock`), conflicts in 
 loss of the session, 5xx periods, a partition against the lease-safe deadline, ACL tokens, TLS
 and a unix socket, and nothing left behind."""
 
+import contextlib
 import json
 import os
 import re
@@ -14,8 +15,9 @@ import time
 import unittest
 import urllib.parse
 
-from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, ThreeSlots, max_overlap, pid_alive,
-                     read_file, wait_for)
+from fault_proxy import FaultProxy, HttpRequestLog
+from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, max_overlap,
+                     pid_alive, read_file, wait_for)
 
 CONSUL_DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double")
 sys.path.insert(0, CONSUL_DOUBLE_DIR)
@@ -839,6 +841,19 @@ class ConsulTransportTest(ConsulTestCase):
 
     def test_unix_socket(self):
         self.run_and_check("-http-addr", "unix://" + self.consul.unix_path, listener="unix")
+
+
+class ConsulStatusWatchTest(StatusWatch, ConsulTestCase):
+    """-status -watch: blocking queries on the prefix, each from the index the last answered."""
+
+    BUDGET = (("-session-ttl", "10s", "-kill-after", "5s"), 4.0)  # Consul's TTLs start at 10 s
+
+    @contextlib.contextmanager
+    def proxy(self):
+        log = HttpRequestLog()
+        host, port = self.consul.http_addr.rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log) as proxy:
+            yield proxy, lambda: [r for _, r in log.requests()], ["-http-addr", proxy.address]
 
 
 class ConsulOperatorsTest(OperatorFlags, ConsulTestCase):

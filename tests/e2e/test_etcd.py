@@ -1,6 +1,7 @@
 """The etcd backend against a real etcd: etcd's own mutex layout shared with `etcdctl lock`, the
 semaphore, loss of the lease, the lease-safe deadline, and nothing left behind."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase
 from fault_proxy import FaultProxy, HttpRequestLog
-from harness import (LOCK, SLOW, OperatorFlags, ThreeSlots, max_overlap, pid_alive, read_file,
+from harness import (LOCK, SLOW, OperatorFlags, StatusWatch, ThreeSlots, Watch, max_overlap, pid_alive, read_file,
                      wait_for)
 from notify_socket import NotifiesWhileWaiting
 
@@ -345,6 +346,37 @@ class EtcdAuthTest(EtcdTestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("refused user 'root'", r.stderr)
         self.assertFalse(os.path.exists(self.path("ran")))
+
+
+class EtcdStatusWatchTest(StatusWatch, EtcdTestCase):
+    """-status -watch: one read, then one watch on the prefix from the revision after it."""
+
+    @contextlib.contextmanager
+    def proxy(self):
+        log = HttpRequestLog()
+        host, port = self.etcd.url.split("//")[1].rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log) as proxy:
+            yield proxy, lambda: [r for _, r in log.requests()], ["-endpoints", proxy.url]
+
+    def test_every_state_between_two_looks_is_shown(self):
+        """A holder that comes and goes while the watch's connection is cut is shown all the
+        same, once it is back: the watch resumes from the revision it last applied."""
+        with self.proxy() as (proxy, _, via):
+            watch = Watch(self, "-json", *via, self.prefix)
+            watch.until(lambda o: not o["held"], "the first status")
+            proxy.set_mode("reset")
+            self.assertEqual(self.run_lock("-name", "brief", self.prefix, "true").returncode, 0)
+            holder = self.hold("-name", "after", prefix=self.prefix)
+            proxy.set_mode("pass")
+            names = [[h["name"] for h in o["holders"]] for o in
+                     (watch.until(lambda o: o["held"], "the brief holder"),
+                      watch.until(lambda o: not o["held"], "the brief holder gone"),
+                      watch.until(lambda o: o["held"], "the next holder"))]
+            self.assertEqual(names, [["brief"], [], ["after"]])
+            self.release()
+            self.assert_succeeds(holder)
+            watch.until(lambda o: o["limit"] == 0, "the holder gone")
+            self.assertEqual(watch.stop(), (0, "", ""))
 
 
 class EtcdOperatorsTest(OperatorFlags, EtcdTestCase):

@@ -28,6 +28,9 @@ EXAMPLES = os.path.join(ROOT, "packaging", "examples")
 UNIT = os.path.join(EXAMPLES, "web@.service")
 CRONTAB = os.path.join(EXAMPLES, "report.crontab")
 FLEET_CRON = os.path.join(EXAMPLES, "report-fleet.cron")
+PAIR_UNIT = os.path.join(EXAMPLES, "api@.service")
+FOLLOW_UNIT = os.path.join(EXAMPLES, "api-leader.service")
+FOLLOW_LEADER = os.path.join(EXAMPLES, "follow-leader")
 INSTALLED_LOCK = "/usr/bin/lock"
 
 
@@ -116,6 +119,11 @@ class DocumentedTest(unittest.TestCase):
     def test_fleet_cron(self):
         self.check_shown(FLEET_CRON)
 
+    def test_pair(self):
+        for path in (PAIR_UNIT, FOLLOW_UNIT, FOLLOW_LEADER):
+            with self.subTest(path=os.path.basename(path)):
+                self.check_shown(path)
+
 
 class SystemdUnitTest(LockTestCase):
     """Three instances of web@.service: exactly two serve at once, and when one's server dies the
@@ -168,13 +176,6 @@ class SystemdUnitTest(LockTestCase):
         want = (sorted(p.pid for p in holders), sorted(p.pid for p in waiters))
         wait_for(lambda: self.status() == want, what=what)
 
-    def server_of(self, instance):
-        """The pid of the server an instance's lock runs (its one child running python)."""
-        def find():
-            servers = [p for p in tree_children_of(instance.pid) if b"http.server" in read_cmdline(p)]
-            return servers[0] if servers else None
-        return wait_for(find, what="the server to start")
-
     def assert_serving(self, ports, up):
         """Exactly the instances in `up` answer on their ports (those that hold wait until their
         server is listening)."""
@@ -208,7 +209,7 @@ class SystemdUnitTest(LockTestCase):
 
         # The first server dies: its lock exits with the server's status (128+9), which systemd
         # would see, and the waiting instance's server starts.
-        os.kill(self.server_of(a), signal.SIGKILL)
+        os.kill(server_of(a), signal.SIGKILL)
         code, _, _ = self.finish(a)
         self.assertEqual(code, 128 + signal.SIGKILL)
         self.wait_status([b, c], [], "the third instance to take over")
@@ -231,17 +232,31 @@ class SystemdUnitTest(LockTestCase):
         self.assertEqual(self.prefixes_left(), [])
 
     def test_systemd_analyze_verify(self):
-        analyze = shutil.which("systemd-analyze")
-        if not analyze:
-            self.skipTest("systemd-analyze is not installed")
-        units = self.path("units")
-        os.makedirs(units)
-        with open(os.path.join(units, "web@.service"), "w") as f:
-            # verify checks that the command exists: point it at the built binary.
-            f.write(read(UNIT).replace(INSTALLED_LOCK, os.path.abspath(LOCK)))
-        r = subprocess.run([analyze, "verify", os.path.join(units, f"web@{free_port()}.service")],
-                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+        # verify checks that the command exists: point it at the built binary.
+        verify_unit(self, read(UNIT).replace(INSTALLED_LOCK, os.path.abspath(LOCK)), f"web@{free_port()}.service")
+
+
+def server_of(instance):
+    """The pid of the server an instance's lock runs (its one child running python)."""
+    def find():
+        servers = [p for p in tree_children_of(instance.pid) if b"http.server" in read_cmdline(p)]
+        return servers[0] if servers else None
+    return wait_for(find, what="the server to start")
+
+
+def verify_unit(case, text, name):
+    """systemd-analyze verify of a unit's `text`, installed as `name` in a scratch directory;
+    the commands it names must exist."""
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        case.skipTest("systemd-analyze is not installed")
+    units = case.path("units")
+    os.makedirs(units, exist_ok=True)
+    with open(os.path.join(units, re.sub(r"@[^.]+\.", "@.", name)), "w") as f:
+        f.write(text)
+    r = subprocess.run([analyze, "verify", os.path.join(units, name)], capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    case.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""), name)
 
 
 def read_cmdline(pid):
@@ -383,6 +398,94 @@ class FleetCronTest(EtcdTestCase):
             self.assertEqual(promtool_check(path), "")
             self.assertEqual(outcome(read_metrics(path, "cron/report", "etcd")), expected)
         self.assertGreater(read_metrics(first_metrics, "cron/report", "etcd")["lock_last_success_timestamp_seconds"], 0)
+
+
+def exec_argv(unit, **specifiers):
+    """A unit's one ExecStart as systemd would split it, with the specifiers given (i="8080")
+    expanded, and its Environment= settings, as (argv, {name: value})."""
+    service = parse_unit(read(unit))["Service"]
+    (line,) = service["ExecStart"]
+    for name, value in specifiers.items():
+        line = line.replace("%" + name, value)
+    assert not re.search(r"%[^%]", line.replace("%%", "")), f"a specifier left in {line}"
+    env = dict(setting.split("=", 1) for setting in service.get("Environment", []))
+    return shlex.split(line.replace("%%", "%")), env
+
+
+@unittest.skipUnless(shutil.which("jq"), "jq is not installed")
+class SystemdPairTest(EtcdTestCase):
+    """api@.service on two hosts (two instances here, each with its own host name for %H) and
+    api-leader.service beside them: the file that follow-leader keeps always names the instance
+    that serves, from the moment one does, through a failover, to none."""
+
+    def setUp(self):
+        super().setUp()
+        # The server the pair runs: a stand-in that serves HTTP on 127.0.0.1 at the given port.
+        self.server = self.path("api-server")
+        with open(self.server, "w") as f:
+            f.write('#!/bin/sh\nexec python3 -m http.server --bind 127.0.0.1 "$1"\n')
+        os.chmod(self.server, 0o755)
+        # systemd's PATH finds lock in /usr/bin; here, the built one.
+        self.bin = self.path("bin")
+        os.mkdir(self.bin)
+        os.symlink(os.path.abspath(LOCK), os.path.join(self.bin, "lock"))
+        self.leader_file = self.path("api-leader")
+
+    def unit_env(self, settings):
+        self.assertEqual(list(settings), ["ETCDCTL_ENDPOINTS"])  # pointed at the test's etcd here
+        return dict(self.env, ETCDCTL_ENDPOINTS=self.etcd.url, PATH=f"{self.bin}:/usr/bin:/bin")
+
+    def instance(self, host):
+        port = str(free_port())
+        argv, settings = exec_argv(PAIR_UNIT, i=port, H=host)
+        self.assertEqual((argv[0], argv[-2]), (INSTALLED_LOCK, "/usr/local/bin/api-server"))
+        argv[0], argv[-2] = os.path.abspath(LOCK), self.server
+        p = subprocess.Popen(argv, env=self.unit_env(settings), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p, f"http://{host}:{port}", int(port)
+
+    def follower(self):
+        argv, settings = exec_argv(FOLLOW_UNIT)
+        self.assertEqual(argv, ["/usr/local/bin/follow-leader", "service/api", "/run/api-leader"])
+        # In a process group of its own, ended whole as systemd ends the unit's cgroup.
+        p = subprocess.Popen([FOLLOW_LEADER, argv[1], self.leader_file], env=self.unit_env(settings),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def wait_leader(self, value, what):
+        wait_for(lambda: read_file(self.leader_file) == value + "\n", 20 * SLOW, what)
+        self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("api-leader")], ["api-leader"])
+
+    def test_the_leaders_address_follows_the_pair(self):
+        follower = self.follower()
+        self.wait_leader("", "the file to say that none serves")
+        a, a_value, a_port = self.instance("host-a")
+        self.wait_leader(a_value, "the first instance's address")
+        wait_for(lambda: serving(a_port), what="the first instance to serve")
+        b, b_value, b_port = self.instance("host-b")
+        wait_for(lambda: len(self.etcd.keys("service/api/")) == 2, what="the second instance to wait")
+        self.assertEqual(read_file(self.leader_file), a_value + "\n")
+        # The serving instance fails: the standby takes over, and the file follows.
+        os.kill(server_of(a), signal.SIGKILL)
+        self.assertEqual(self.finish(a)[0], 128 + signal.SIGKILL)
+        self.wait_leader(b_value, "the standby's address")
+        wait_for(lambda: serving(b_port), what="the standby to serve")
+        b.send_signal(signal.SIGTERM)  # systemctl stop, KillMode=mixed
+        self.assertEqual(self.finish(b)[0], 128 + signal.SIGTERM)
+        self.wait_leader("", "the file to say that none serves again")
+        self.assertIsNone(follower.poll())
+        os.killpg(follower.pid, signal.SIGTERM)
+        self.assertEqual(self.finish(follower)[2], "")
+
+    def test_systemd_analyze_verify(self):
+        # verify checks that the commands exist: point them at ones that do.
+        for unit, name in ((PAIR_UNIT, f"api@{free_port()}.service"), (FOLLOW_UNIT, "api-leader.service")):
+            verify_unit(self, read(unit).replace(INSTALLED_LOCK, os.path.abspath(LOCK))
+                        .replace("/usr/local/bin/api-server", self.server)
+                        .replace("/usr/local/bin/follow-leader", FOLLOW_LEADER), name)
 
 
 if __name__ == "__main__":

@@ -503,12 +503,12 @@ class ConsulEscapesTest(EveryOutput, HostileCase, ConsulTestCase):
         code, out, err = self.run_bounded(["-status", self.prefix], 20)
         self.assertEqual((code, err), (0, b""))
         self.assert_no_raw_controls(out, "-status")
-        self.assertIn(b"name '\\x1b[2Jx'", out)
+        self.assertIn(b"value '\\x1b[2Jx'", out)
         self.assertNotIn(b"\\\\x1b", out)
         code, out, err = self.run_bounded(["-status", "-json", self.prefix], 20)
         self.assertEqual((code, err), (0, b""))
         self.assertIn(b'"\\u001b[2Jx"', out)
-        self.assertEqual([h["name"] for h in json.loads(out)["holders"]], ["\x1b[2Jx"])
+        self.assertEqual([h["value"] for h in json.loads(out)["holders"]], ["\x1b[2Jx"])
         self.release()
         code, _, err = self.finish_bounded(holder, 10)
         self.assertEqual((code, err), (0, ""))
@@ -548,8 +548,8 @@ class ZooKeeperEscapesTest(EveryOutput, HostileCase):
         out, json_out = self.status_outputs()
         self.check_status_text(out, [HOSTILE_NAME, HOSTILE_HOST, HOSTILE_SINCE, HOSTILE_BYTES])
         self.check_status_json(json_out, [HOLDER_FIELDS], [
-            {"name": HOSTILE_BYTES.decode("utf-8", "replace"),
-             "name_base64": base64.b64encode(HOSTILE_BYTES).decode()}])
+            {"value": HOSTILE_BYTES.decode("utf-8", "replace"),
+             "value_base64": base64.b64encode(HOSTILE_BYTES).decode()}])
         self.check_waiter([HOSTILE_HOST, HOSTILE_SINCE])
 
 

@@ -5,6 +5,7 @@ are test_zookeeper_faults.
 Fixtures: zookeeper_server.py (servers, the tree and the sessions as the server sees them) and
 curator_peer.py (Apache Curator's InterProcessMutex and InterProcessSemaphoreV2 as peers)."""
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import time
 import unittest
 
 from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
-from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, ThreeSlots, lock_loop, max_overlap,
+from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
                      read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
 from zk_frames import RequestLog, zk_created_path
@@ -697,6 +698,17 @@ class CuratorInteropTest(ZooKeeperCase):
         self.assertEqual(curator.release(), 0)
         self.assertEqual(r.returncode, 0)
         self.assertRegex(r.stdout.splitlines()[0], r": held \(semaphore, ")
+
+
+class StatusWatchTest(StatusWatch, ZooKeeperCase):
+    """-status -watch: watches on every node read, set again at each event. Pings count."""
+
+    @contextlib.contextmanager
+    def proxy(self):
+        log = RequestLog(pings=True)
+        host, port = self.zk.connect_string.rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
+            yield proxy, lambda: [r for _, r in log.requests()], ["-endpoints", proxy.address]
 
 
 class OperatorsTest(OperatorFlags, ZooKeeperCase):

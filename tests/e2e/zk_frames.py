@@ -83,11 +83,12 @@ def zk_op(body):
 
 class RequestLog(UpstreamFrames):
     """The requests a client handed the server, in order, as (connection, name): zk_op's names,
-    and "connect" for a connection's first frame. Pings are left out: they depend on time alone,
-    not on what the client does. Use its feed as the proxy's on_upstream."""
+    and "connect" for a connection's first frame. Pings are left out unless `pings`: they depend
+    on time alone, not on what the client does. Use its feed as the proxy's on_upstream."""
 
-    def __init__(self):
+    def __init__(self, pings=False):
         super().__init__()
+        self._pings = pings
         self._named = threading.Lock()
         self._requests = []
         self._connections = set()
@@ -98,7 +99,7 @@ class RequestLog(UpstreamFrames):
             first = connection not in self._connections
             self._connections.add(connection)
             name = "connect" if first else zk_op(body)
-            if name != "ping":
+            if name != "ping" or self._pings:
                 self._requests.append((connection, name))
 
     def requests(self):

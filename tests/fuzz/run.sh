@@ -17,7 +17,7 @@ build=$1
 seconds=${2:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 targets="fuzz_go_flags fuzz_duration fuzz_holder_record fuzz_prefix fuzz_consul_reply fuzz_etcd_reply
-         fuzz_etcd_stream fuzz_http_response fuzz_zk_layout fuzz_state_files fuzz_metrics_file"
+         fuzz_etcd_stream fuzz_etcd_watch fuzz_http_response fuzz_zk_layout fuzz_state_files fuzz_metrics_file"
 
 found=""
 for t in $targets; do

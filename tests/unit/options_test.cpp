@@ -631,15 +631,15 @@ TEST_CASE("-status takes a prefix and no child; -json goes with it") {
   CHECK(error_of({"-json", "p", "cmd"}) == "-json goes with -status");
 }
 
-TEST_CASE("-watch goes with -status, on the local backend") {
+TEST_CASE("-watch goes with -status, on every backend") {
   EnvScope env;
   Options o = parse_options({"-status", "-watch", "-json", "-timeout", "1m", "p"});
   CHECK(o.watch);
   CHECK(o.timeout == 1min);
   CHECK_FALSE(parse_options({"-status", "p"}).watch);
   CHECK(error_of({"-watch", "p", "cmd"}) == "-watch goes with -status");
-  CHECK(error_of({"-backend", "zookeeper", "-status", "-watch", "p"}) ==
-        "-watch applies to the local backend, not to -backend zookeeper");
+  for (const char* backend : {"consul", "etcd", "zookeeper"})
+    CHECK(parse_options({"-backend", backend, "-status", "-watch", "p"}).watch);
 }
 
 TEST_CASE("etcd: endpoints from the flag or ETCDCTL_ENDPOINTS, etcdctl's defaults") {

@@ -2,6 +2,8 @@
 
 #include "backend/consul/consul_layout.hpp"
 #include "backend/consul/consul_recipe.hpp"
+#include "backend/consul/wait_index.hpp"
+#include "backend/lease/follow_prefix.hpp"
 
 namespace lk {
 namespace {
@@ -10,14 +12,11 @@ HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
   return HolderRecord::from_value(prefix, pair.value, "session " + pair.session);
 }
 
-}  // namespace
-
-PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) {
-  ConsulClient client(config_.client);
-  KvRead r = client.get(semaphore_keys(prefix), true, 0, false, wake);
+// Who holds the prefix and who waits, as its keys say.
+PrefixStatus status_of(const std::string& prefix, const std::vector<KvPair>& pairs) {
   PrefixStatus s;
   const KvPair* lock = nullptr;
-  for (const KvPair& p : r.pairs)
+  for (const KvPair& p : pairs)
     if (p.key == lock_key(prefix)) lock = &p;
   if (!lock) return s;
   if (lock->flags == kLockFlags) {
@@ -30,13 +29,37 @@ PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) 
     return s;
   }
   s.limit = semaphore_limit(lock->value);
-  SemaphoreState state = read_semaphore(r.pairs, prefix, s.limit);
-  for (const KvPair& p : r.pairs) {
+  SemaphoreState state = read_semaphore(pairs, prefix, s.limit);
+  for (const KvPair& p : pairs) {
     if (p.key == lock_key(prefix) || p.session.empty()) continue;
     HolderRecord h = record_of(prefix, p);
     (state.holders.contains(p.session) ? s.holders : s.waiters).push_back(h);
   }
   return s;
+}
+
+}  // namespace
+
+PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) {
+  ConsulClient client(config_.client);
+  return status_of(prefix, client.get(semaphore_keys(prefix), true, 0, false, wake).pairs);
+}
+
+// Blocking queries on the whole prefix, each from the index the last one answered with (kept
+// across a failure: a change meanwhile answers at once), paced as WaitIndex says.
+void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                                 const std::function<void(const PrefixStatus&)>& show) {
+  ConsulClient client(config_.client);
+  WaitIndex index;
+  follow_prefix(prefix, deadline, interrupt, config_.session.timing(), [&](const Wake& wake) {
+    auto sent = Clock::now();
+    KvRead r = client.get(semaphore_keys(prefix), true, index.index(), false, &wake);
+    auto pause = index.answered(r.index, fingerprint(r.pairs),
+                                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent));
+    show(status_of(prefix, r.pairs));
+    pause_unless_woken(pause, &wake);
+    return Look::changed;
+  });
 }
 
 std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline deadline,

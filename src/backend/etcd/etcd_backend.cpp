@@ -1,21 +1,55 @@
 #include "backend/etcd/etcd_backend.hpp"
 
 #include "backend/etcd/etcd_layout.hpp"
+#include "backend/etcd/etcd_prefix_view.hpp"
 #include "backend/etcd/etcd_recipe.hpp"
+#include "backend/lease/follow_prefix.hpp"
+#include "util/base64.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
 
 PrefixStatus EtcdBackend::status(const std::string& prefix, const Wake* wake) {
   EtcdClient client(config_.client);
-  Queue q = read_queue(client, prefix, 0, true, wake);
-  PrefixStatus s;
-  if (q.contenders.empty()) return s;
-  s.limit = q.contenders.front().limit;
-  int rank = 0;
-  for (const Contender& c : q.contenders)
-    (rank++ < s.limit ? s.holders : s.waiters).push_back(record_of(prefix, c));
-  return s;
+  return status_of(prefix, read_queue(client, prefix, 0, true, wake).contenders);
+}
+
+// One read, then one watch on the whole prefix from just after it, for as long as it lasts:
+// each revision's events are applied and shown as they come. A watch that fails resumes from
+// the last revision applied; one whose history was compacted away reads again.
+void EtcdBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                               const std::function<void(const PrefixStatus&)>& show) {
+  EtcdClient client(config_.client);
+  EtcdPrefixView view(prefix);
+  bool known = false;
+  std::string from = prefix + "/";
+  follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), [&](const Wake& wake) {
+    if (!known) {
+      Queue q = read_queue(client, prefix, 0, true, &wake);
+      view.reset(q.contenders, q.revision);
+      known = true;
+      show(view.status());
+    }
+    nlohmann::json request = {{"key", base64_encode(from)}, {"range_end", base64_encode(prefix_end(from))},
+                              {"start_revision", std::to_string(view.revision() + 1)}};
+    Look news = Look::quiet;
+    client.watch(request, [&](const WatchMessage& m) {
+      for (std::size_t i = 0; i < m.events.size(); ++i) {
+        view.apply(m.events[i]);
+        if (i + 1 == m.events.size() || m.events[i + 1].kv.mod_revision != m.events[i].kv.mod_revision)
+          show(view.status());
+        news = Look::changed;
+      }
+      if (m.canceled && m.compact_revision == 0)
+        throw client.watch_refused(m);
+      if (m.canceled) {  // compacted past what we know: the changes in between are gone
+        known = false;
+        news = Look::changed;
+      }
+      return !m.canceled;
+    }, wake);
+    return news;
+  });
 }
 
 std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadline,

@@ -19,6 +19,8 @@ class EtcdBackend : public Backend {
  public:
   explicit EtcdBackend(EtcdBackendConfig config) : config_(std::move(config)) {}
   PrefixStatus status(const std::string& prefix, const Wake* wake) override;
+  void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                    const std::function<void(const PrefixStatus&)>& show) override;
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
 

@@ -138,6 +138,10 @@ std::string EtcdClient::call_raw(std::string_view op, const std::string& path, c
   std::rethrow_exception(last);
 }
 
+EtcdError EtcdClient::watch_refused(const WatchMessage& m) const {
+  return EtcdError(where("watch") + "etcd ended it: " + (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+}
+
 void EtcdClient::watch(const json& create_request,
                        const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake) {
   LineSplitter lines;

@@ -61,6 +61,9 @@ class EtcdClient {
   void watch(const nlohmann::json& create_request,
              const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake);
 
+  // What a watch that etcd cancelled, for another reason than compaction, fails with.
+  EtcdError watch_refused(const WatchMessage& m) const;
+
   const std::string& endpoint() const;
   // "etcd at http://10.0.0.1:2379: lease grant: ", the start of every message about `op`.
   std::string where(std::string_view op) const;

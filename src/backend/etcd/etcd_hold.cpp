@@ -105,8 +105,7 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
       json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(seen_at + 1)}};
       client.watch(request, [&](const WatchMessage& m) {
         if (m.canceled && m.compact_revision == 0)
-          throw EtcdError(client.where("watch") + "etcd ended it: " +
-                          (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+          throw client.watch_refused(m);
         for (const WatchEvent& event : m.events) {
           if (event.deleted) {
             if (stopping()) return false;  // our own revoke

@@ -106,8 +106,7 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
       }
     }
     if (m.canceled && m.compact_revision == 0)
-      throw EtcdError(client.where("watch") + "etcd ended it: " +
-                      (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+      throw client.watch_refused(m);
     if (m.canceled) turn = Turn::changed;  // compacted away: read the queue again
     return !m.canceled;
   }, wake);

@@ -112,8 +112,10 @@ KeyValue etcd_kv(const json& kv) {
     if (!bytes) throw MalformedReply(fmt::format("{} is not base64", field));
     return *bytes;
   };
-  KeyValue out{decode("key"), decode("value"), etcd_int(kv, "create_revision"), etcd_int(kv, "lease")};
+  KeyValue out{decode("key"), decode("value"), etcd_int(kv, "create_revision"), etcd_int(kv, "lease"),
+               etcd_int(kv, "mod_revision")};
   if (out.create_revision < 0) throw MalformedReply("create_revision is negative");
+  if (out.mod_revision < 0) throw MalformedReply("mod_revision is negative");
   return out;
 }
 

@@ -35,6 +35,7 @@ struct KeyValue {
   std::string key, value;
   std::int64_t create_revision = 0;
   std::int64_t lease = 0;
+  std::int64_t mod_revision = 0;  // for a deleted key in a watch event, the deletion's
 };
 KeyValue etcd_kv(const nlohmann::json& kv);  // decodes key and value; checks the numbers' form
 

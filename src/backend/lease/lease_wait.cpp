@@ -1,8 +1,8 @@
 #include "backend/lease/lease_wait.hpp"
 
 #include <poll.h>
-#include <sys/timerfd.h>
 
+#include "util/deadline_timer.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -11,15 +11,7 @@ LeaseWait::LeaseWait(Deadline deadline, const Interrupt& interrupt, LeaseKeeper&
     : deadline_(deadline),
       interrupt_(interrupt),
       keeper_(keeper),
-      timer_(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
-  if (!timer_) throw sys_error("timerfd_create");
-  timespec left;
-  if (const timespec* t = deadline.remaining(left)) {
-    itimerspec spec{{0, 0}, *t};
-    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
-    timerfd_settime(timer_.get(), 0, &spec, nullptr);
-  }
-}
+      timer_(deadline_timer(deadline)) {}
 
 bool LeaseWait::keep_going() {
   if (why_ != Why::none) return false;

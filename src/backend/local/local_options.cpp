@@ -5,7 +5,7 @@ namespace lk {
 
 const BackendInfo kLocalBackend{
     .name = "local",
-    .own_flags = {"state-dir", "watch"},
+    .own_flags = {"state-dir"},
     .configure = [](Options& o, const Given& given) {
       // An empty value would otherwise mean the default, silently: a typo'd variable in a script.
       if (given("state-dir") && o.state_dir.empty())

@@ -1,7 +1,10 @@
 #include "backend/zookeeper/zk_backend.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
 
+#include "backend/lease/follow_prefix.hpp"
 #include "backend/lease/lease_wait.hpp"
 #include "backend/zookeeper/zk_hold.hpp"
 #include "backend/zookeeper/zk_layout.hpp"
@@ -21,6 +24,56 @@ HolderRecord record_of(const std::string& prefix, const std::optional<ZkNode>& n
                                                "a Curator client or another program");
   if (node) r.token = static_cast<std::uint64_t>(node->stat.czxid);
   return r;
+}
+
+// Who holds the prefix and who waits, as its nodes say; with `watch`, each node read (or the
+// prefix's, while it does not exist) is left watched.
+PrefixStatus read_status(ZkSession& session, const std::string& prefix, bool watch, const Wake* wake) {
+  std::string base = zk_path(prefix);
+  PrefixStatus s;
+  auto children = session.children(base, watch, kZkRequestTimeout, wake);
+  // Only exists() leaves a watch on a node that is not there; one made meanwhile is read.
+  if (!children && watch && session.exists(base, true, kZkRequestTimeout, wake))
+    children = session.children(base, true, kZkRequestTimeout, wake);
+  if (!children || children->empty()) return s;
+  auto node = [&](const std::string& dir, const std::string& name) {
+    return session.get(child_path(dir, name), watch, kZkRequestTimeout, wake);
+  };
+  auto list = [&](const std::string& dir, std::string_view kind) {
+    return curator_sorted(session.children(dir, watch, kZkRequestTimeout, wake).value_or(std::vector<std::string>{}), kind);
+  };
+  // A semaphore's layout, unless its leases are an empty container left over from an earlier use
+  // (the server reaps those only at its next container check).
+  std::string leases = base + "/leases";
+  std::vector<std::string> taken;
+  if (std::find(children->begin(), children->end(), "leases") != children->end()) taken = list(leases, kLeaseName);
+  if (taken.empty()) {
+    s.limit = 1;
+    int rank = 0;
+    for (const auto& name : curator_sorted(*children, kLockName))
+      if (name != "locks" && name != "leases")
+        (rank++ == 0 ? s.holders : s.waiters).push_back(record_of(prefix, node(base, name)));
+    if (s.holders.empty()) s.limit = 0;
+    return s;
+  }
+  std::vector<HolderRecord> records;
+  for (const auto& name : taken) {
+    auto lease = node(leases, name);
+    if (auto owner = lease ? parse_node_data(lease->data) : std::nullopt) s.limit = std::max(s.limit, owner->limit);
+    records.push_back(record_of(prefix, lease));
+  }
+  if (s.limit == 0) {  // Curator's alone, which store no limit: every lease holds
+    s.limit_unknown = true;
+    s.limit = static_cast<int>(records.size());
+  }
+  for (std::size_t i = 0; i < records.size(); ++i)
+    (static_cast<int>(i) < s.limit ? s.holders : s.waiters).push_back(records[i]);
+  // Behind them, those queued on the internal mutex; its first has its lease node counted above.
+  std::string locks = base + "/locks";
+  auto queue = list(locks, kLockName);
+  for (std::size_t i = 1; i < queue.size(); ++i) s.waiters.push_back(record_of(prefix, node(locks, queue[i])));
+  if (s.holders.empty() && s.waiters.empty()) s = PrefixStatus{};
+  return s;
 }
 
 }  // namespace
@@ -54,45 +107,33 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
 PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
   ZkSession session(config_.connect, ttl, Deadline::after(ttl), wake);
-  std::string base = zk_path(prefix);
-  PrefixStatus s;
-  auto children = session.children(base, false, kZkRequestTimeout, wake);
-  if (!children || children->empty()) return s;
-  auto read = [&](const std::string& dir, const std::string& name) {
-    return record_of(prefix, session.get(child_path(dir, name), false, kZkRequestTimeout, wake));
-  };
-  // A semaphore's layout, unless its leases are an empty container left over from an earlier use
-  // (the server reaps those only at its next container check).
-  std::string leases = base + "/leases";
-  std::vector<std::string> taken;
-  if (std::find(children->begin(), children->end(), "leases") != children->end())
-    taken = curator_sorted(session.children(leases, false, kZkRequestTimeout, wake).value_or(std::vector<std::string>{}), kLeaseName);
-  if (taken.empty()) {
-    s.limit = 1;
-    int rank = 0;
-    for (const auto& name : curator_sorted(*children, kLockName))
-      if (name != "locks" && name != "leases") (rank++ == 0 ? s.holders : s.waiters).push_back(read(base, name));
-    if (s.holders.empty()) s.limit = 0;
-    return s;
-  }
-  std::vector<HolderRecord> records;
-  for (const auto& name : taken) {
-    auto node = session.get(child_path(leases, name), false, kZkRequestTimeout, wake);
-    if (auto owner = node ? parse_node_data(node->data) : std::nullopt) s.limit = std::max(s.limit, owner->limit);
-    records.push_back(record_of(prefix, node));
-  }
-  if (s.limit == 0) {  // Curator's alone, which store no limit: every lease holds
-    s.limit_unknown = true;
-    s.limit = static_cast<int>(records.size());
-  }
-  for (std::size_t i = 0; i < records.size(); ++i)
-    (static_cast<int>(i) < s.limit ? s.holders : s.waiters).push_back(records[i]);
-  // Behind them, those queued on the internal mutex; its first has its lease node counted above.
-  std::string locks = base + "/locks";
-  auto queue = curator_sorted(session.children(locks, false, kZkRequestTimeout, wake).value_or(std::vector<std::string>{}), kLockName);
-  for (std::size_t i = 1; i < queue.size(); ++i) s.waiters.push_back(read(locks, queue[i]));
-  if (s.holders.empty() && s.waiters.empty()) s = PrefixStatus{};
-  return s;
+  return read_status(session, prefix, false, wake);
+}
+
+// Reads with watches left on every node read, and waits for one to fire. A watch fires once, and
+// a session event (a connection lost, or back) comes through the same descriptor: drained
+// before the read, so that anything after it wakes the wait. The C client sets the watches again
+// on the server it reconnects to; a session that expired takes them with it, and the next look
+// makes a new one.
+void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                             const std::function<void(const PrefixStatus&)>& show) {
+  auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
+  std::unique_ptr<ZkSession> session;
+  follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), [&](const Wake& wake) {
+    try {
+      if (!session) session = std::make_unique<ZkSession>(config_.connect, ttl, Deadline::after(ttl), &wake);
+      session->drain_events();
+      show(read_status(*session, prefix, true, &wake));
+    } catch (const ZkError& e) {
+      if (e.code != ZSESSIONEXPIRED) throw;
+      session.reset();
+      throw ZkUnreachable(e.what());  // as worth retrying as no answer, on a new session
+    }
+    std::vector<pollfd> fds{{session->events_fd(), POLLIN, 0}};
+    for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
+    poll(fds.data(), fds.size(), -1);  // whatever woke it, the next look (if any) reads again
+    return Look::changed;
+  });
 }
 
 }  // namespace lk

@@ -18,6 +18,8 @@ class ZkBackend : public Backend {
  public:
   explicit ZkBackend(ZkBackendConfig config) : config_(std::move(config)) {}
   PrefixStatus status(const std::string& prefix, const Wake* wake) override;
+  void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+                    const std::function<void(const PrefixStatus&)>& show) override;
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
 

@@ -1,0 +1,21 @@
+#include "util/deadline_timer.hpp"
+
+#include <sys/timerfd.h>
+
+#include "util/error.hpp"
+
+namespace lk {
+
+UniqueFd deadline_timer(const Deadline& deadline) {
+  UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!timer) throw sys_error("timerfd_create");
+  timespec left;
+  if (const timespec* t = deadline.remaining(left)) {
+    itimerspec spec{{0, 0}, *t};
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 disarms
+    timerfd_settime(timer.get(), 0, &spec, nullptr);
+  }
+  return timer;
+}
+
+}  // namespace lk
