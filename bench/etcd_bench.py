@@ -5,21 +5,18 @@ Both tools are started the same way (posix_spawn, stdio on /dev/null, then wait4
 run by run, against the same server, each on a prefix of its own.
 """
 import argparse
-import collections
 import http.client
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from etcd_server import EtcdServer, b64  # noqa: E402
+from etcd_server import EtcdServer, b64, grpc_calls  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 import orphans  # noqa: E402
 from summary_table import print_summary  # noqa: E402
@@ -153,17 +150,6 @@ def contended(argv, env, contenders, rounds, etcd=None, idle=0.0):
     settle(etcd)
     server = cpu_seconds(etcd.proc.pid) - server - idle * (time.perf_counter() - t0)
     return n / took, ok, client_ms, max(server, 0) / n * 1e3
-
-
-def grpc_calls(url):
-    """etcd's count of the calls it started, by method: the JSON gateway's requests become the
-    same gRPC calls as etcdctl's, so both tools are counted alike."""
-    with urllib.request.urlopen(url + "/metrics") as r:
-        text = r.read().decode()
-    calls = collections.Counter()
-    for m in re.finditer(r'^grpc_server_started_total\{grpc_method="(\w+)"[^}]*\} (\d+)$', text, re.M):
-        calls[m.group(1)] += int(m.group(2))
-    return calls
 
 
 def round_trips(etcd, argv, env):

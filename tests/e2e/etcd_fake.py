@@ -213,7 +213,10 @@ class FakeEtcd:
         keys = [k for k in self.kvs
                 if (k == start if not end else (k >= start and (end == "\0" or k < end)))
                 and (not most or self.kvs[k]["create_revision"] <= most)]
-        keys.sort(key=lambda k: self.kvs[k]["create_revision"])
+        keys.sort(key=lambda k: self.kvs[k]["create_revision"],
+                  reverse=request.get("sort_order") == "DESCEND")
+        if int(request.get("limit", 0)):
+            keys = keys[:int(request["limit"])]
         out = {"header": self.header(), "kvs": [self.kv_json(k, request.get("keys_only")) for k in keys]}
         if keys:
             out["count"] = str(len(keys))

@@ -2,8 +2,10 @@
 directory, stopped (by its own PID) when the test class is done."""
 
 import base64
+import collections
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -112,6 +114,17 @@ class EtcdServer:
 
     def env(self, base):
         return dict(base, ETCDCTL_API="3", LOCK_BACKEND="etcd", ETCDCTL_ENDPOINTS=self.url)
+
+
+def grpc_calls(url):
+    """etcd's count of the calls it started, by method: the JSON gateway's requests become the
+    same gRPC calls as etcdctl's, so both tools are counted alike."""
+    with urllib.request.urlopen(url + "/metrics") as r:
+        text = r.read().decode()
+    calls = collections.Counter()
+    for m in re.finditer(r'^grpc_server_started_total\{grpc_method="(\w+)"[^}]*\} (\d+)$', text, re.M):
+        calls[m.group(1)] += int(m.group(2))
+    return calls
 
 
 def b64(data):

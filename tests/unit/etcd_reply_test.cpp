@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "backend/etcd/etcd_reply.hpp"
 #include "util/base64.hpp"
 
@@ -33,8 +35,10 @@ json kv(const std::string& key, std::int64_t create_revision, std::int64_t lease
 
 json header(std::int64_t revision) { return {{"revision", std::to_string(revision)}}; }
 
-// The queueing transaction's reply: the put when it `succeeded`, then the read of the queue.
+// The queueing transaction's reply: the put when it `succeeded`, then the read of the queue,
+// given oldest first and sent newest first, as it was asked for.
 std::string txn(bool succeeded, std::int64_t revision, json queue) {
+  std::reverse(queue.begin(), queue.end());
   json reply = {{"header", header(revision)}};
   json read = {{"response_range", {{"header", header(revision)}, {"kvs", queue}}}};
   if (succeeded) {

@@ -1,5 +1,7 @@
 #include "backend/etcd/etcd_recipe.hpp"
 
+#include <fmt/format.h>
+
 #include "backend/etcd/etcd_hold.hpp"
 #include "backend/etcd/etcd_lease.hpp"
 #include "backend/lease/backoff.hpp"
@@ -16,16 +18,22 @@ using nlohmann::json;
 // Where the queue is: every key under "<prefix>/", [from, to).
 struct QueueRange {
   explicit QueueRange(const std::string& prefix) : from(prefix + "/"), to(prefix_end(from)) {}
-  // The read of all of it, oldest first.
-  json request(bool with_values) const {
-    return {{"key", base64_encode(from)},
-            {"range_end", base64_encode(to)},
-            {"sort_order", "ASCEND"},
-            {"sort_target", "CREATE"},
-            {"keys_only", !with_values}};
+  // The read of all of it, oldest first; or newest first, at most `newest` keys when above 0.
+  json request(bool with_values, bool newest_first = false, std::int64_t newest = 0) const {
+    json r = {{"key", base64_encode(from)},
+              {"range_end", base64_encode(to)},
+              {"sort_order", newest_first ? "DESCEND" : "ASCEND"},
+              {"sort_target", "CREATE"},
+              {"keys_only", !with_values}};
+    if (newest > 0) r["limit"] = std::to_string(newest);
+    return r;
   }
   std::string from, to;
 };
+
+// How many keys a contender reads: its own and the `limit` + 1 just ahead of it, all that its
+// turn depends on (etcd_layout.hpp).
+std::int64_t keys_to_read(const LockSpec& spec) { return spec.limit + 2; }
 
 // The contenders of `reply` (keys in create-revision order), up to `max_revision` when not 0.
 Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t max_revision) {
@@ -62,6 +70,12 @@ constexpr int kLooksBehind = 3;
 // The message that says the watch is made carries etcd's revision (read just before etcd made it:
 // a write in between goes unseen, and that watch lags); unless `may_lag`, a watch made behind
 // ends there (`behind`), and we read the queue again, which is quicker.
+//
+// Only the next in line does so: the one whose predecessor holds. One further back is a whole
+// hold or more from its turn, and by then etcd has caught its watch up. Were every waiter to
+// read again, a burst of N contenders (each one's queueing moves the revision, so nearly every
+// watch made meanwhile is behind) would cost up to 2 × kLooksBehind more requests each, and the
+// server's work per contender would grow with N.
 Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
                const Wake& wake, bool may_lag) {
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
@@ -74,6 +88,7 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
     return Turn::held;
   }
   bool head = spec.limit > 1 && pos.ahead == spec.limit;
+  bool next_in_line = pos.ahead == spec.limit;  // a holder's release lets us in
   json watch;
   if (head) {
     std::string from = spec.prefix + "/";
@@ -83,13 +98,14 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
     watch = {{"key", base64_encode(pos.predecessor->key)}};
   }
   watch["start_revision"] = std::to_string(q.revision + 1);
-  verbose("waiting with {} ahead of us; {}", pos.ahead,
+  verbose("waiting with {} ahead of us; {}",
+          pos.ahead > spec.limit ? fmt::format("more than {}", spec.limit) : std::to_string(pos.ahead),
           head ? "first in line, so any holder's release lets us in"
                : "behind " + printable(pos.predecessor->key) + " (" +
                      printable(record_of(spec.prefix, *pos.predecessor).name) + ")");
   Turn turn = Turn::quiet;
   client.watch(watch, [&](const WatchMessage& m) {
-    if (m.created && !m.canceled && m.revision > q.revision && !may_lag) {
+    if (m.created && !m.canceled && m.revision > q.revision && next_in_line && !may_lag) {
       verbose("etcd is at revision {} already, past the queue we read: reading it again", m.revision);
       turn = Turn::behind;
       return false;
@@ -116,17 +132,19 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
 // Mutex.tryAcquire, as etcd's mutex does it: put only if absent, and read the queue in the same
 // transaction. A put that timed out may still have been applied; its retry then finds our key
 // and its revision instead of queueing twice. Either way the queue read must hold our key on our
-// lease: it shows the key is ours, with a real revision. Sets `me`'s create revision; returns
-// the queue as the transaction read it.
+// lease: it shows the key is ours, with a real revision. After our put, ours is the newest key,
+// so the newest few are ours and those just ahead; a retry reads the whole queue, since others
+// may have queued behind us meanwhile. Sets `me`'s create revision; returns the queue as the
+// transaction read it, up to our key.
 Queue try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spec, Contender& me,
                   std::chrono::milliseconds timeout) {
   json kv = put_of(me, lease_id);
   QueueRange range(spec.prefix);
-  json read = {{"request_range", range.request(verbose_enabled())}};
   json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
                             {"result", "EQUAL"}}}},
-              {"success", {{{"request_put", kv}}, read}},
-              {"failure", {read}}};
+              {"success", {{{"request_put", kv}},
+                           {{"request_range", range.request(verbose_enabled(), true, keys_to_read(spec))}}}},
+              {"failure", {{{"request_range", range.request(verbose_enabled(), true)}}}}};
   QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, timeout, [&](std::string_view body) {
     return decode_queue_txn(body, me.key, lease_id, range.from, range.to);
   });
@@ -138,14 +156,17 @@ Queue try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spe
 }  // namespace
 
 Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
-                 bool with_values, const Wake* wake) {
+                 bool with_values, const Wake* wake, std::int64_t newest) {
   QueueRange range(prefix);
-  json request = range.request(with_values);
+  json request = range.request(with_values, newest > 0, newest);
   if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
   RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
                                  [&](std::string_view body) {
                                    RangeReply r = decode_range(body, range.from, range.to);
-                                   check_create_order(r.kvs);
+                                   if (newest > 0)
+                                     oldest_first(r.kvs);
+                                   else
+                                     check_create_order(r.kvs);
                                    if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
                                      throw MalformedReply("a key created after the revision asked for");
                                    return r;
@@ -178,7 +199,8 @@ std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec
       auto opened = Clock::now();
       Wake wake = wait.wake();
       Queue q = known ? std::move(*known)
-                      : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake);
+                      : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake,
+                                   keys_to_read(spec));
       known.reset();
       Turn turn = wait_deletes(client, spec, me, q, wake, behind == kLooksBehind);
       behind = turn == Turn::behind ? behind + 1 : 0;

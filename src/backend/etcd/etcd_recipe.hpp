@@ -19,9 +19,10 @@ struct Queue {
   std::int64_t revision = 0;          // the store's revision when it was read
 };
 
-// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first.
+// Everything under "<prefix>/" (up to `max_revision` when not 0), oldest first; with `newest`
+// above 0, only the newest that many of those.
 Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
-                 bool with_values, const Wake* wake = nullptr);
+                 bool with_values, const Wake* wake = nullptr, std::int64_t newest = 0);
 
 // Mutex.Lock: queues our key on a new lease and waits until fewer than the limit are ahead of
 // it. Returns the hold; throws what ended the wait otherwise (LeaseWait::throw_why).

@@ -200,6 +200,11 @@ void check_create_order(const std::vector<KeyValue>& kvs) {
       throw MalformedReply("keys out of create-revision order");
 }
 
+void oldest_first(std::vector<KeyValue>& newest_first) {
+  std::reverse(newest_first.begin(), newest_first.end());
+  check_create_order(newest_first);
+}
+
 QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease,
                            const std::string& queue_from, const std::string& queue_end) {
   json reply = parse_object(body);
@@ -217,7 +222,7 @@ QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::i
   auto range = responses.back().find("response_range");
   if (range == responses.back().end() || !range->is_object()) throw MalformedReply("the read's response missing");
   out.queue.kvs = keys_in(*range, out.queue.revision, queue_from, queue_end);
-  check_create_order(out.queue.kvs);
+  oldest_first(out.queue.kvs);
   auto ours = [&](const KeyValue& kv) { return kv.key == key; };
   auto mine = std::find_if(out.queue.kvs.begin(), out.queue.kvs.end(), ours);
   if (mine == out.queue.kvs.end()) throw MalformedReply("our key is not in the queue read");

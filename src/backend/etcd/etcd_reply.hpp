@@ -75,10 +75,14 @@ RangeReply decode_range(std::string_view body, const std::string& key,
 // For a range asked for in create-revision order: who holds is read off that order, so a reply
 // out of it must not count.
 void check_create_order(const std::vector<KeyValue>& kvs);
+// A read made newest first (sort_order DESCEND by CREATE), turned oldest first; MalformedReply
+// when it was not in that order.
+void oldest_first(std::vector<KeyValue>& newest_first);
 
-// What our put-if-absent transaction (etcd_backend.cpp) found: the put, or nothing when our key
-// was there already, followed in both branches by a read of the whole queue [queue_from,
-// queue_end) oldest first, which must hold our key, on our lease.
+// What our put-if-absent transaction (etcd_recipe.cpp) found: the put, or nothing when our key
+// was there already, followed in both branches by a read of the queue [queue_from, queue_end)
+// newest first (after our put: the newest keys, ours first; else the whole queue), which must
+// hold our key, on our lease. The queue comes back oldest first.
 struct QueuedKey {
   bool created = false;  // this transaction's put created our key
   std::int64_t create_revision = 0;
