@@ -54,6 +54,10 @@ class BenchTest(unittest.TestCase):
     def test_local_holders(self):
         self.bench("local_holders.sh", ["lock", "flock"], BENCH_HOLDERS="20", BENCH_IDLE="1")
 
+    @unittest.skipUnless(shutil.which("etcd"), "needs etcd (etcd-server)")
+    def test_scale(self):
+        self.bench("scale.sh", ["== Fleet", "lock / peer"], BENCH_SCALE_N="3")
+
     def test_consul(self):
         self.bench("consul.sh", ["== Summary", "requests, -n 3", "loss to SIGTERM", "peak RSS"],
                    BENCH_RUNS="1")
