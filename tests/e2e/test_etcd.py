@@ -11,7 +11,7 @@ import tempfile
 import time
 import unittest
 
-from etcd_server import EtcdServer, EtcdTestCase, grpc_calls
+from etcd_server import EtcdServer, EtcdTestCase, b64, grpc_calls
 from fault_proxy import FaultProxy, HttpRequestLog
 from harness import (LOCK, SLOW, OperatorFlags, StatusWatch, ThreeSlots, Watch, max_overlap, pid_alive, read_file,
                      wait_for)
@@ -380,6 +380,24 @@ class EtcdFleetTest(EtcdTestCase):
         n = self.N + 1
         self.assertEqual((calls["LeaseGrant"], calls["Txn"], calls["LeaseRevoke"]), (n, n, n), dict(calls))
         self.assertLessEqual(sum(calls.values()), 6 * n + 2 * 3, dict(calls))
+
+
+class EtcdLongerPrefixTest(EtcdTestCase):
+    def test_keys_of_a_longer_prefix_between_holder_and_waiter_hide_no_holder(self):
+        """A contender reads only the few keys just ahead of it; keys of a longer prefix
+        ("<prefix>/x/...") that fill that window must not make it miss the holder behind them."""
+        holder = self.hold(prefix=self.prefix)
+        for k in range(4):
+            self.etcd.call("/v3/kv/put", {"key": b64(f"{self.prefix}/x/{k}".encode()), "value": b64(b"other")})
+        r = self.run_lock("-timeout", "500ms", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        r = self.run_lock("-n", "2", "-timeout", "500ms", self.prefix, "true")
+        self.assertIn("Existing key does not match semaphore use", r.stderr)
+        self.release()
+        self.assert_succeeds(holder)
+        self.etcd.call("/v3/kv/deleterange", {"key": b64(f"{self.prefix}/x/".encode()), "range_end": b64(f"{self.prefix}/x0".encode())})
+        self.assert_nothing_left()
 
 
 class EtcdStatusWatchTest(StatusWatch, EtcdTestCase):

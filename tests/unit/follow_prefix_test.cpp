@@ -57,6 +57,18 @@ TEST_CASE("-status -watch: an answer starts the budget again, and the deadline e
   CHECK(looks > 4);
 }
 
+TEST_CASE("-status -watch: a look that waited long on a live server, then failed, gets the whole budget") {
+  int looks = 0;
+  // The first look waits 0.6 s (a quiet watch), longer than the budget, and then fails; the
+  // next fails too, then the server is back.
+  lk::follow_prefix("p", Deadline::after(1500ms), lk::Interrupt{}, kTiming, [&](const lk::Wake&) {
+    if (++looks == 1) usleep(600'000);
+    if (looks <= 2) throw lk::NetworkError("connection reset");
+    return Look::changed;
+  });
+  CHECK(looks > 3);
+}
+
 TEST_CASE("-status -watch: looks that end quietly at once are paced, and an interrupt ends the watch") {
   lk::EventFd stop;
   int looks = 0;

@@ -15,14 +15,16 @@
 // disagree, one backs out before holding). etcdctl, which does not check, treats every key as a
 // lock, and so waits until it is first: never beside a semaphore's holders.
 //
-// Reading: a contender reads only the N + 1 keys just ahead of it (etcd's mutex reads the one
-// key just ahead), newest first, not the whole queue: its requests and the server's replies stay
-// the same size however long the queue. That is all a turn needs: fewer than N of them means it
-// holds, exactly N that it is first in line, more that it waits on the key just ahead. And the
-// check of kinds stays whole where it matters: a contender holds only after a read that found
-// fewer than N keys ahead, which is then every key ahead of it, each checked (every key carries
-// its kind and limit in its name). A key of the other kind further back in the line is met
-// later, when it comes within reach; never after holding beside it.
+// Reading: a contender reads only its own key and the N + 1 just ahead of it (etcd's mutex reads
+// the one key just ahead), newest first, not the whole queue: its requests and etcd's replies
+// stay the same size however long the queue (etcd still looks through the whole range to sort
+// it). That is all a turn needs: fewer than N contenders ahead means it holds, exactly N that it
+// is first in line, more that it waits on the key just ahead. A read that came back full with
+// keys that are no contender's (a longer prefix's, "<prefix>/a/b") may hide contenders further
+// back, and is made again whole. So a contender holds only after a read that was not full, which
+// then saw every key ahead of it, each checked (every key carries its kind and limit in its
+// name). A key of the other kind further back in the line is met later, when it comes within
+// reach; never after holding beside it.
 //
 // Waking: a lock waits for the key just ahead of it to go, as etcd's mutex does. In a semaphore
 // the first waiter (exactly N ahead) waits for any key ahead to go; every other waiter waits

@@ -46,6 +46,13 @@ Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t 
   return q;
 }
 
+// Whether a read of the newest `asked` keys came back full with some that are no contender's
+// (a longer prefix's, "<prefix>/a/b"): it may then hold fewer contenders than a turn needs,
+// while more wait further back. Such a read is made again whole.
+bool window_short(const RangeReply& read, const Queue& q, std::int64_t asked) {
+  return static_cast<std::int64_t>(read.kvs.size()) >= asked && q.contenders.size() < read.kvs.size();
+}
+
 // How one look at the queue ended.
 enum class Turn {
   held,     // fewer than the limit ahead of us
@@ -135,9 +142,9 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
 // lease: it shows the key is ours, with a real revision. After our put, ours is the newest key,
 // so the newest few are ours and those just ahead; a retry reads the whole queue, since others
 // may have queued behind us meanwhile. Sets `me`'s create revision; returns the queue as the
-// transaction read it, up to our key.
-Queue try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spec, Contender& me,
-                  std::chrono::milliseconds timeout) {
+// transaction read it, up to our key, or nothing when that read cannot tell (window_short).
+std::optional<Queue> try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spec,
+                                 Contender& me, std::chrono::milliseconds timeout) {
   json kv = put_of(me, lease_id);
   QueueRange range(spec.prefix);
   json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
@@ -150,7 +157,9 @@ Queue try_acquire(EtcdClient& client, std::int64_t lease_id, const LockSpec& spe
   });
   me.create_revision = queued.create_revision;
   verbose("queued as {} (revision {})", me.key, me.create_revision);
-  return queue_of(spec.prefix, queued.queue, me.create_revision);
+  Queue q = queue_of(spec.prefix, queued.queue, me.create_revision);
+  if (queued.created && window_short(queued.queue, q, keys_to_read(spec))) return std::nullopt;
+  return q;
 }
 
 }  // namespace
@@ -171,7 +180,9 @@ Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max
                                      throw MalformedReply("a key created after the revision asked for");
                                    return r;
                                  }, wake);
-  return queue_of(prefix, reply, max_revision);
+  Queue q = queue_of(prefix, reply, max_revision);
+  if (newest > 0 && window_short(reply, q, newest)) return read_queue(client, prefix, max_revision, with_values, wake);
+  return q;
 }
 
 std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,

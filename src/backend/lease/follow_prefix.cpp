@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "backend/lease/backoff.hpp"
 #include "util/deadline_timer.hpp"
 #include "util/log.hpp"
@@ -20,14 +22,16 @@ void follow_prefix(const std::string& prefix, Deadline deadline, const Interrupt
   Wake wake{{timer.get(), interrupt.fd}, keep_going};
   Backoff backoff(std::chrono::milliseconds(50),
                   std::chrono::duration_cast<std::chrono::milliseconds>(timing.retry_every));
-  auto answered = Clock::now();
+  // Since the first failure in a row: a look that fails may have waited long on a live server
+  // (a quiet watch, a blocking query), so the silence is counted from when it failed.
+  std::optional<Clock::time_point> failing_since;
   while (keep_going()) {
     auto started = Clock::now();
     std::chrono::milliseconds pause;
     try {
       Look news = look(wake);
-      answered = Clock::now();
-      if (news == Look::changed || answered - started >= backoff.cap()) {
+      failing_since.reset();
+      if (news == Look::changed || Clock::now() - started >= backoff.cap()) {
         backoff.reset();
         continue;
       }
@@ -36,7 +40,8 @@ void follow_prefix(const std::string& prefix, Deadline deadline, const Interrupt
       if (!keep_going()) return;
       throw;
     } catch (const NetworkError& e) {
-      auto silent = Clock::now() - answered;
+      if (!failing_since) failing_since = Clock::now();
+      auto silent = Clock::now() - *failing_since;
       if (silent >= timing.stop_after())
         throw Error(fmt::format("stopped watching prefix '{}': no answer for {} ms, as long as a hold "
                                 "keeps its lease without one (-session-ttl, -kill-after): {}",
@@ -44,7 +49,7 @@ void follow_prefix(const std::string& prefix, Deadline deadline, const Interrupt
                                 std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(), e.what()));
       // The last attempt goes out as the budget ends (rounded up, so that it is spent by then).
       pause = std::max(backoff.next(), std::chrono::milliseconds(retry_after_of(e).value_or(std::chrono::seconds(0))));
-      pause = std::min(pause, std::chrono::ceil<std::chrono::milliseconds>(answered + timing.stop_after() - Clock::now()));
+      pause = std::min(pause, std::chrono::ceil<std::chrono::milliseconds>(*failing_since + timing.stop_after() - Clock::now()));
       verbose("watching prefix '{}' failed ({}); again in {}ms", printable(prefix), e.what(), pause.count());
     }
     if (!pause_unless_woken(pause, &wake)) return;

@@ -6,10 +6,10 @@
 // no change.
 //
 // A look that fails for a fault a hold rides out (no answer, a 5xx, no leader, a lost session)
-// is made again after a backoff, for as long as a hold keeps its lease without a renewal
-// (LeaseTiming::stop_after(): the same -session-ttl, -kill-after and -monitor-retry); past
-// that, the watch fails with the last error. A companion that shows a leader who may be gone
-// is worse than one that stops and says why.
+// is made again after a backoff, from the first failure in a row for as long as a hold keeps its
+// lease without a renewal (LeaseTiming::stop_after(): the same -session-ttl, -kill-after and
+// -monitor-retry); past that, the watch fails with the last error. A companion that shows a
+// leader who may be gone is worse than one that stops and says why.
 #include <chrono>
 #include <functional>
 

@@ -118,10 +118,13 @@ PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {
 void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                              const std::function<void(const PrefixStatus&)>& show) {
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
+  LeaseTiming timing = config_.lease.timing();
   std::unique_ptr<ZkSession> session;
-  follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), [&](const Wake& wake) {
+  follow_prefix(prefix, deadline, interrupt, timing, [&](const Wake& wake) {
+    // No server within the budget is a failure to retry; one that refuses us (authentication)
+    // is an error at once.
+    if (!session) session = std::make_unique<ZkSession>(config_.connect, ttl, Deadline::after(timing.stop_after()), &wake);
     try {
-      if (!session) session = std::make_unique<ZkSession>(config_.connect, ttl, Deadline::after(ttl), &wake);
       session->drain_events();
       show(read_status(*session, prefix, true, &wake));
     } catch (const ZkError& e) {
