@@ -4,7 +4,6 @@
 #include "backend/etcd/etcd_prefix_view.hpp"
 #include "backend/etcd/etcd_recipe.hpp"
 #include "backend/lease/follow_prefix.hpp"
-#include "util/base64.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -22,7 +21,7 @@ void EtcdBackend::watch_status(const std::string& prefix, Deadline deadline, con
   EtcdClient client(config_.client);
   EtcdPrefixView view(prefix);
   bool known = false;
-  std::string from = prefix + "/";
+  QueueRange range(prefix);
   follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), [&](const Wake& wake) {
     if (!known) {
       Queue q = read_queue(client, prefix, 0, true, &wake);
@@ -30,10 +29,8 @@ void EtcdBackend::watch_status(const std::string& prefix, Deadline deadline, con
       known = true;
       show(view.status());
     }
-    nlohmann::json request = {{"key", base64_encode(from)}, {"range_end", base64_encode(prefix_end(from))},
-                              {"start_revision", std::to_string(view.revision() + 1)}};
     Look news = Look::quiet;
-    client.watch(request, [&](const WatchMessage& m) {
+    client.watch(range.watch(view.revision() + 1), [&](const WatchMessage& m) {
       for (std::size_t i = 0; i < m.events.size(); ++i) {
         view.apply(m.events[i]);
         if (i + 1 == m.events.size() || m.events[i + 1].kv.mod_revision != m.events[i].kv.mod_revision)

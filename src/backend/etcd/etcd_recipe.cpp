@@ -11,25 +11,27 @@
 #include "util/printable.hpp"
 
 namespace lk {
-namespace {
 
 using nlohmann::json;
 
-// Where the queue is: every key under "<prefix>/", [from, to).
-struct QueueRange {
-  explicit QueueRange(const std::string& prefix) : from(prefix + "/"), to(prefix_end(from)) {}
-  // The read of all of it, oldest first; or newest first, at most `newest` keys when above 0.
-  json request(bool with_values, bool newest_first = false, std::int64_t newest = 0) const {
-    json r = {{"key", base64_encode(from)},
-              {"range_end", base64_encode(to)},
-              {"sort_order", newest_first ? "DESCEND" : "ASCEND"},
-              {"sort_target", "CREATE"},
-              {"keys_only", !with_values}};
-    if (newest > 0) r["limit"] = std::to_string(newest);
-    return r;
-  }
-  std::string from, to;
-};
+QueueRange::QueueRange(const std::string& prefix) : from(prefix + "/"), to(prefix_end(from)) {}
+
+json QueueRange::request(bool with_values, bool newest_first, std::int64_t newest) const {
+  json r = {{"key", base64_encode(from)},
+            {"range_end", base64_encode(to)},
+            {"sort_order", newest_first ? "DESCEND" : "ASCEND"},
+            {"sort_target", "CREATE"},
+            {"keys_only", !with_values}};
+  if (newest > 0) r["limit"] = std::to_string(newest);
+  return r;
+}
+
+json QueueRange::watch(std::int64_t start_revision) const {
+  return {{"key", base64_encode(from)}, {"range_end", base64_encode(to)},
+          {"start_revision", std::to_string(start_revision)}};
+}
+
+namespace {
 
 // How many keys a contender reads: its own and the `limit` + 1 just ahead of it, all that its
 // turn depends on (etcd_layout.hpp).
@@ -98,13 +100,12 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
   bool next_in_line = pos.ahead == spec.limit;  // a holder's release lets us in
   json watch;
   if (head) {
-    std::string from = spec.prefix + "/";
-    watch = {{"key", base64_encode(from)}, {"range_end", base64_encode(prefix_end(from))},
-             {"filters", {"NOPUT"}}, {"prev_kv", true}};
+    watch = QueueRange(spec.prefix).watch(q.revision + 1);
+    watch["filters"] = {"NOPUT"};
+    watch["prev_kv"] = true;
   } else {
-    watch = {{"key", base64_encode(pos.predecessor->key)}};
+    watch = {{"key", base64_encode(pos.predecessor->key)}, {"start_revision", std::to_string(q.revision + 1)}};
   }
-  watch["start_revision"] = std::to_string(q.revision + 1);
   verbose("waiting with {} ahead of us; {}",
           pos.ahead > spec.limit ? fmt::format("more than {}", spec.limit) : std::to_string(pos.ahead),
           head ? "first in line, so any holder's release lets us in"

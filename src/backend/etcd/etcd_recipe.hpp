@@ -14,6 +14,16 @@
 
 namespace lk {
 
+// Where the queue is: every key under "<prefix>/", [from, to).
+struct QueueRange {
+  explicit QueueRange(const std::string& prefix);
+  // The read of all of it, oldest first; or newest first, at most `newest` keys when above 0.
+  nlohmann::json request(bool with_values, bool newest_first = false, std::int64_t newest = 0) const;
+  // A watch on all of it, from `start_revision` on.
+  nlohmann::json watch(std::int64_t start_revision) const;
+  std::string from, to;
+};
+
 struct Queue {
   std::vector<Contender> contenders;  // by create revision
   std::int64_t revision = 0;          // the store's revision when it was read

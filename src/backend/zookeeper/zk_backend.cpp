@@ -1,7 +1,5 @@
 #include "backend/zookeeper/zk_backend.hpp"
 
-#include <poll.h>
-
 #include <algorithm>
 
 #include "backend/lease/follow_prefix.hpp"
@@ -132,9 +130,7 @@ void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const
       session.reset();
       throw ZkUnreachable(e.what());  // as worth retrying as no answer, on a new session
     }
-    std::vector<pollfd> fds{{session->events_fd(), POLLIN, 0}};
-    for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), -1);  // whatever woke it, the next look (if any) reads again
+    session->wait_event(wake, -1);  // whatever woke it, the next look (if any) reads again
     return Look::changed;
   });
 }

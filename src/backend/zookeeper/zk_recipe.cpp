@@ -1,7 +1,5 @@
 #include "backend/zookeeper/zk_recipe.hpp"
 
-#include <poll.h>
-
 #include <algorithm>
 
 #include "backend/zookeeper/zk_layout.hpp"
@@ -78,7 +76,7 @@ OwnNode ZkContention::mutex(const std::string& dir) {
       std::string ahead = child_path(dir, *(at - 1));
       verbose("waiting behind {} ({} ahead of us)", printable(ahead), at - sorted.begin());
       session_.drain_events();
-      if (session_.exists(ahead, true, kZkRequestTimeout, &wake_)) wait_for_event();
+      if (session_.exists(ahead, true, kZkRequestTimeout, &wake_)) session_.wait_event(wake_, kLookAgainMs);
       backoff_.reset();
     } catch (const ZkUnreachable& e) {
       retry_later(e);
@@ -108,7 +106,7 @@ OwnNode ZkContention::semaphore() {
         break;
       }
       verbose("waiting: {} leases taken, {} allowed", children.size() - 1, spec_.limit);
-      wait_for_event();
+      session_.wait_event(wake_, kLookAgainMs);
       backoff_.reset();
     } catch (const ZkUnreachable& e) {
       retry_later(e);
@@ -152,13 +150,6 @@ void ZkContention::retry_later(const ZkUnreachable& e) {
   auto pause = backoff_.next();
   verbose("{}; trying again in {}ms", e.what(), pause.count());
   wait_.pause(pause);
-}
-
-// Until a watch fires, or the wait is over for another reason.
-void ZkContention::wait_for_event() {
-  std::vector<pollfd> fds{{session_.events_fd(), POLLIN, 0}};
-  for (int fd : wake_.fds) fds.push_back({fd, POLLIN, 0});
-  poll(fds.data(), fds.size(), kLookAgainMs);
 }
 
 // Creates dir/_c_<uuid>-<name><sequence>, EPHEMERAL_SEQUENTIAL, with container parents as needed

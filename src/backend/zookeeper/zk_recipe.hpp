@@ -51,7 +51,6 @@ class ZkContention {
   void watch(const std::string& path);
   [[noreturn]] void vanished(const std::string& path);
   void retry_later(const ZkUnreachable& e);
-  void wait_for_event();
   OwnNode create_protected(const std::string& dir, std::string_view name, const std::string& existing = "");
   std::optional<OwnNode> find_own(const std::string& dir, const std::string& id);
   std::optional<OwnNode> try_create(const std::string& path, bool parent_may_be_missing);

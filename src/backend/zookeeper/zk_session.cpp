@@ -161,6 +161,12 @@ void ZkSession::on_event(zhandle_t* zh, int type, int state, const char* path, v
 
 void ZkSession::drain_events() const { events_.drain(); }
 
+void ZkSession::wait_event(const Wake& wake, int timeout_ms) const {
+  std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
+  for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
+  poll(fds.data(), fds.size(), timeout_ms);
+}
+
 void ZkSession::set_listener(Listener listener) {
   std::lock_guard lock(mutex_);
   listener_ = std::move(listener);
