@@ -2,19 +2,25 @@
 # A fleet at the top of the minute: N contenders started at once on one prefix, each child
 # holding 20 ms, beside the peer on the same server (started here, on free loopback ports, in a
 # temporary directory). Prints, per backend and N, the drain time, the server's requests and CPU
-# per contender and the client's peak RSS, each beside the peer's, with ratios. etcd only, so far.
+# per contender and the client's peak RSS, each beside the peer's, with ratios: flock(1) on the
+# local backend (with fairness), etcdctl lock on etcd, kazoo's Lock on ZooKeeper, and the port of
+# Go's client on the Consul API double (requests only: a double is no server to time).
 #
-#   bench/scale.sh                        # N = 10, 100, 200
-#   BENCH_SCALE_N=50,1000 bench/scale.sh
+#   bench/scale.sh                        # N = 10, 100, 200, every backend
+#   BENCH_SCALE_N=50,1000 BENCH_SCALE_BACKENDS=etcd,zookeeper bench/scale.sh
+#   BENCH_SCALE_TRY=1000 bench/scale.sh   # and the try path: 1,000 runs of -timeout 100ms at once
+#                                         # against one holder, and what they leave on the server
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 lock_bin=${LOCK_BIN:-$root/build/lock}
 case $lock_bin in /*) ;; *) lock_bin=$PWD/$lock_bin ;; esac
-for tool in "$lock_bin" "$(command -v etcd || true)" "$(command -v etcdctl || true)" /usr/bin/time; do
+for tool in "$lock_bin" "$(command -v etcd || true)" "$(command -v etcdctl || true)" /usr/bin/time \
+            /usr/bin/flock "$(command -v java || true)"; do
   if [[ -z $tool || ! -x $tool ]]; then
-    echo "scale.sh: needs $lock_bin, etcd, etcdctl and GNU time (packages etcd-server, etcd-client, time)" >&2
+    echo "scale.sh: needs $lock_bin, etcd, etcdctl, GNU time, flock and java (packages etcd-server," \
+         "etcd-client, time, util-linux, zookeeper, python3-kazoo)" >&2
     exit 1
   fi
 done
@@ -26,4 +32,5 @@ echo "   lock:    $("$lock_bin" -version) ($lock_bin)"
 echo "   etcd:    $(etcd --version | head -n1)"
 echo
 echo "== Fleet: N contenders at once on one prefix, child 20 ms"
-exec python3 "$here/scale_bench.py" --lock "$lock_bin" --n "${BENCH_SCALE_N:-10,100,200}"
+exec python3 "$here/scale_bench.py" --lock "$lock_bin" --n "${BENCH_SCALE_N:-10,100,200}" \
+  --backends "${BENCH_SCALE_BACKENDS:-local,etcd,zookeeper,consul}" --try-n "${BENCH_SCALE_TRY:-0}"

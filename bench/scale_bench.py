@@ -1,77 +1,319 @@
 #!/usr/bin/env python3
 """Measurements behind bench/scale.sh: a fleet's cron job, N contenders started at once on one
-prefix of one server, each child holding 20 ms, beside the peer doing the same on the same fresh
-server. Per row: the time until the last contender is done (drain), the server's requests per
-contender (its own counters; lease renewals apart, since they depend on time alone), the server's
-CPU per contender (until every lease is gone, so that the expiry of leases a tool leaves behind
-counts as its own), and the mean peak RSS of one contender (GNU time).
+prefix of one server, each child holding 20 ms, beside the peer doing the same on the same server.
 
-etcd only, so far: the other backends' rows are still to come.
+Per row:
+- drain: the time until the last contender is done;
+- requests per contender, counted by the server: etcd's gRPC calls (lease renewals apart: each
+  tool renews on a timer, so they measure the wait, not the recipe; the CPU counts them), every
+  packet ZooKeeper received (pings and renewals included), every request the Consul double saw;
+- the server's CPU per contender, until it holds nothing of the run any more (the expiry of
+  leases a tool leaves behind counts as its own);
+- the mean peak RSS of one contender (GNU time);
+- on the local backend, where the kernel is the server, fairness: every contender comes back
+  three times, and the longest of its runs over the mean run.
+
+With --try-n, the try path too: that many runs of `lock -timeout 100ms` at once against one
+holder, each one's wall time, and what they left on the server.
+
+Consul runs on its API double, which is no server to time or weigh: only its requests count, and
+the peer is the port of Go's client (api.Lock, api.Semaphore), whose memory is not Go's.
 """
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from etcd_server import EtcdServer, grpc_calls  # noqa: E402
-from etcd_bench import all_at_once, cpu_seconds, run, settle  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "consul_double"))
+from etcd_bench import all_at_once, cpu_seconds, run  # noqa: E402
+import etcd_bench  # noqa: E402
+
+CHILD = ["sleep", "0.02"]
+LOCAL_ROUNDS = 3
 
 
-def fleet(etcd, argv, n, scratch):
-    """One burst of `n` runs of `argv` at once: (drain s, requests per contender, server CPU ms
-    per contender, mean peak RSS MB, whether all succeeded)."""
-    settle(etcd)
-    env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=etcd.url)
+class Etcd:
+    name, peer = "etcd", "etcdctl lock"
+
+    def __init__(self, lock):
+        from etcd_server import EtcdServer, grpc_calls
+        self.lock, self.grpc_calls = lock, grpc_calls
+        self.server = EtcdServer()
+
+    def __enter__(self):
+        self.server.__enter__()
+        self.env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=self.server.url)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def argv(self, tool, prefix, child=CHILD, flags=()):
+        if tool == "lock":
+            return [self.lock, "-backend", "etcd", *flags, "-shell=false", prefix, *child]
+        return ["/usr/bin/etcdctl", "lock", prefix, *child]
+
+    def left(self, prefix):
+        return len(self.server.leases()) + len(self.server.keys(prefix + "/"))
+
+    def requests(self):
+        calls = self.grpc_calls(self.server.url)
+        return sum(n for method, n in calls.items() if method not in ("LeaseKeepAlive", "LeaseLeases"))
+
+    def cpu(self):
+        return cpu_seconds(self.server.proc.pid)
+
+    def settle(self):
+        etcd_bench.settle(self.server)
+
+
+class ZooKeeper:
+    name, peer = "zookeeper", "kazoo Lock"
+
+    def __init__(self, lock):
+        from zookeeper_server import ZooKeeperServer, four_letter
+        self.lock, self.four_letter = lock, four_letter
+        self.server = ZooKeeperServer()
+
+    def __enter__(self):
+        self.server.__enter__()
+        self.env = dict(os.environ, ZOOKEEPER_ENDPOINTS=self.server.connect_string)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def argv(self, tool, prefix, child=CHILD, flags=()):
+        if tool == "lock":
+            return [self.lock, "-backend", "zookeeper", *flags, "-shell=false", prefix, *child]
+        return ["/usr/bin/python3", os.path.join(HERE, "kazoo_lock.py"), self.server.connect_string,
+                "/" + prefix, "1", *child]
+
+    def left(self, prefix):
+        return self.server.session_count() + sum(map(len, self.server.ephemerals().values()))
+
+    def requests(self):
+        stats = dict(line.split("\t", 1) for line in
+                     self.four_letter(self.server.port, "mntr", timeout=5.0).splitlines() if "\t" in line)
+        return int(stats["zk_packets_received"])
+
+    def cpu(self):
+        return cpu_seconds(self.server.pid)
+
+    def settle(self, limit=60):
+        deadline = time.monotonic() + limit
+        while self.server.session_count():
+            if time.monotonic() > deadline:
+                sys.exit(f"ZooKeeper still tracks sessions {limit} s after the runs")
+            time.sleep(0.2)
+
+
+class Consul:
+    name, peer = "consul", "Go's api (port)"
+
+    def __init__(self, lock, n):
+        from fixture import ConsulDouble
+        self.lock, self.n = lock, n
+        self.server = ConsulDouble()
+        self.name = f"consul -n {n}"
+
+    def __enter__(self):
+        self.server.__enter__()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCK_", "CONSUL_"))}
+        self.env.update(SHELL="/bin/sh", CONSUL_HTTP_ADDR=self.server.http_addr)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def argv(self, tool, prefix, child=CHILD, flags=()):
+        head = [self.lock] if tool == "lock" else [sys.executable, os.path.join(ROOT, "tests", "consul_double", "consul_peer.py")]
+        return [*head, *flags, "-n", str(self.n), "-shell=false", prefix, *child]
+
+    def left(self, prefix):
+        return len(self.server.sessions()) + sum(p["Key"].startswith(prefix + "/") for p in self.server.kv_all())
+
+    def requests(self):
+        return self.server.request_count()
+
+    cpu = None  # a double's CPU is no server's
+
+    def settle(self, limit=60):
+        deadline = time.monotonic() + limit
+        while self.server.sessions():
+            if time.monotonic() > deadline:
+                sys.exit(f"the double still holds sessions {limit} s after the runs")
+            time.sleep(0.2)
+
+
+class Local:
+    name, peer = "local", "flock"
+
+    def __init__(self, lock, scratch):
+        self.lock, self.scratch = lock, scratch
+
+    def __enter__(self):
+        self.env = dict(os.environ, LOCK_STATE_DIR=os.path.join(self.scratch, "state"))
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def argv(self, tool, prefix, child=CHILD, flags=()):
+        if tool == "lock":
+            return [self.lock, *flags, "-shell=false", prefix, *child]
+        return ["/usr/bin/flock", os.path.join(self.scratch, prefix.replace("/", "_")), *CHILD]
+
+    requests = cpu = None
+
+    def settle(self):
+        pass
+
+
+def fleet(backend, argv, n, rounds, scratch):
+    """One burst of `n` contenders at once, each running `argv` `rounds` times: a dict of drain s,
+    requests, server CPU ms and mean peak RSS MB per contender, the longest run over the mean run,
+    and whether all succeeded."""
+    backend.settle()
+    runs_dir = os.path.join(scratch, "runs")
+    os.makedirs(runs_dir, exist_ok=True)
 
     def ready():
-        rss = os.path.join(scratch, str(os.getpid()))  # ready() runs in the contender's process
+        mine = os.path.join(runs_dir, str(os.getpid()))  # ready() runs in the contender's process
 
         def work():
-            return run(["/usr/bin/time", "-f", "%M", "-o", rss, *argv], env)[1] != 0
+            failed = 0
+            for k in range(rounds):
+                ms, code = run(["/usr/bin/time", "-f", "%M", "-o", f"{mine}.rss{k}", *argv], backend.env)
+                failed += code != 0
+                with open(f"{mine}.ms{k}", "w") as f:
+                    f.write(str(ms))
+            return failed
         return work
     go = all_at_once(n, ready)
-    calls, cpu = grpc_calls(etcd.url), cpu_seconds(etcd.proc.pid)
+    requests = backend.requests() if backend.requests else None
+    cpu = backend.cpu() if backend.cpu else None
     took, ok = go()
-    settle(etcd)
-    cpu = cpu_seconds(etcd.proc.pid) - cpu
-    calls = grpc_calls(etcd.url) - calls
-    for method in ("LeaseKeepAlive", "LeaseLeases"):  # renewals; settle()'s own looks
-        calls.pop(method, None)
-    rss = []
-    for name in os.listdir(scratch):
-        with open(os.path.join(scratch, name)) as f:
-            rss.append(int(f.read().split()[-1]) / 1024)
-        os.unlink(os.path.join(scratch, name))
-    return took, sum(calls.values()) / n, cpu / n * 1e3, statistics.mean(rss), ok
+    backend.settle()
+    row = {"drain": took, "ok": ok}
+    if requests is not None:
+        row["requests"] = (backend.requests() - requests) / n
+    if cpu is not None:
+        row["cpu"] = (backend.cpu() - cpu) / n * 1e3
+    rss, ms = [], []
+    for name in os.listdir(runs_dir):
+        with open(os.path.join(runs_dir, name)) as f:
+            text = f.read()
+        (rss if ".rss" in name else ms).append(float(text.split()[-1]) / (1024 if ".rss" in name else 1))
+        os.unlink(os.path.join(runs_dir, name))
+    row["rss"] = statistics.mean(rss)
+    row["fairness"] = max(ms) / statistics.mean(ms)
+    return row
+
+
+def try_path(backend, n, scratch):
+    """`n` runs of `lock -timeout 100ms` at once against one holder: each one's wall time from
+    its spawn to its exit, whether every one timed out (exit 1), and what they left on the
+    server (leases, sessions, keys, nodes) beside the holder's own."""
+    prefix = f"try{n}-{time.time_ns()}"
+    held = os.path.join(scratch, "held")
+    holder = subprocess.Popen(backend.argv("lock", prefix, ["sh", "-c", f"touch {held}; exec sleep 600"]),
+                              env=backend.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(held):
+            if holder.poll() is not None or time.monotonic() > deadline:
+                sys.exit("the try path's holder did not hold")
+            time.sleep(0.01)
+        before = backend.left(prefix)
+        times = os.path.join(scratch, "try")
+        os.makedirs(times, exist_ok=True)
+        argv = backend.argv("lock", prefix, ["true"], ["-timeout", "100ms"])
+
+        def ready():
+            def work():
+                ms, code = run(argv, backend.env)
+                with open(os.path.join(times, str(os.getpid())), "w") as f:
+                    f.write(f"{ms} {code}")
+                return code != 1
+            return work
+        _, ok = all_at_once(n, ready)()
+        left = backend.left(prefix) - before
+    finally:
+        holder.terminate()
+        holder.wait()
+        os.unlink(held)
+    runs = []
+    for name in os.listdir(times):
+        with open(os.path.join(times, name)) as f:
+            runs.append(float(f.read().split()[0]))
+        os.unlink(os.path.join(times, name))
+    runs.sort()
+    print(f"{backend.name:12} {n:>5} try -timeout 100ms: run ms p50 {runs[len(runs) // 2]:.0f}, "
+          f"p99 {runs[int(len(runs) * 0.99)]:.0f}, max {runs[-1]:.0f}; "
+          f"{'all timed out (exit 1)' if ok else '!! not all exited 1'}; left on the server: {left}",
+          flush=True)
+    return ok and left == 0
+
+
+COLUMNS = (("drain", "drain s", 8), ("requests", "req/contender", 14),
+           ("cpu", "server CPU ms/contender", 24), ("rss", "client RSS MB", 14))
+
+
+def cell(row, key, width):
+    return f"{row[key]:>{width}.2f}" if key in row else f"{'-':>{width}}"
+
+
+def report(backend, n, rows, fair):
+    columns = COLUMNS + ((("fairness", "longest/mean run", 17),) if fair else ())
+    for tool, row in rows.items():
+        print(f"{backend.name:12} {n:>5} {tool:16} " + " ".join(cell(row, k, w) for k, _, w in columns)
+              + ("" if row["ok"] else "   !! a run failed"), flush=True)
+    ours, peer = rows["lock"], rows[backend.peer]
+    ratios = {k: ours[k] / peer[k] for k, _, _ in columns if k in ours and k in peer and peer[k]}
+    print(f"{backend.name:12} {n:>5} {'lock / peer':16} " + " ".join(
+        f"{ratios[k]:>{w - 1}.2f}x" if k in ratios else f"{'':>{w}}" for k, _, w in columns), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lock", required=True)
     ap.add_argument("--n", default="10,100,200")
+    ap.add_argument("--backends", default="local,etcd,zookeeper,consul")
+    ap.add_argument("--try-n", type=int, default=0, help="also the try path at this many contenders")
     a = ap.parse_args()
     sizes = [int(x) for x in a.n.split(",")]
-    print(f"{'backend':9} {'N':>5} {'tool':14} {'drain s':>8} {'req/contender':>14} "
-          f"{'server CPU ms/contender':>24} {'client RSS MB':>14}")
     failed = False
-    with EtcdServer() as etcd, tempfile.TemporaryDirectory() as scratch:
-        for n in sizes:
-            rows = {}
-            for tool, argv in (("lock", [a.lock, "-backend", "etcd", f"scale{n}-lock-{time.time_ns()}", "sleep 0.02"]),
-                               ("etcdctl lock", ["/usr/bin/etcdctl", "lock", f"scale{n}-etcdctl-{time.time_ns()}",
-                                                 "sleep", "0.02"])):
-                rows[tool] = fleet(etcd, argv, n, scratch)
-                took, req, cpu, rss, ok = rows[tool]
-                failed |= not ok
-                print(f"{'etcd':9} {n:>5} {tool:14} {took:>8.2f} {req:>14.1f} {cpu:>24.2f} {rss:>14.1f}"
-                      + ("" if ok else "   !! a run failed"), flush=True)
-            ours, peer = rows["lock"], rows["etcdctl lock"]
-            print(f"{'etcd':9} {n:>5} {'lock / peer':14} " + " ".join(
-                f"{o / p if p else float('nan'):>{w}.2f}x" for o, p, w in
-                zip(ours[:4], peer[:4], (7, 13, 23, 13))), flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        makers = {"local": lambda: Local(a.lock, scratch), "etcd": lambda: Etcd(a.lock),
+                  "zookeeper": lambda: ZooKeeper(a.lock),
+                  "consul": lambda: [Consul(a.lock, 1), Consul(a.lock, 2)]}
+        for wanted in a.backends.split(","):
+            made = makers[wanted]()
+            for backend in made if isinstance(made, list) else [made]:
+                local = isinstance(backend, Local)
+                print(f"\n{'backend':12} {'N':>5} {'tool':16} " + " ".join(
+                    f"{title:>{w}}" for _, title, w in COLUMNS + ((("", "longest/mean run", 17),) if local else ())))
+                with backend:
+                    for n in sizes:
+                        rows = {}
+                        for tool in ("lock", backend.peer):
+                            prefix = f"scale{n}-{tool.split()[0]}-{time.time_ns()}"
+                            rows[tool] = fleet(backend, backend.argv(tool, prefix), n,
+                                               LOCAL_ROUNDS if local else 1, scratch)
+                            failed |= not rows[tool]["ok"]
+                        if isinstance(backend, Consul):  # neither time nor memory on a double
+                            for key in ("drain", "rss"):
+                                rows[backend.peer].pop(key)
+                        report(backend, n, rows, local)
+                    if a.try_n and not local:
+                        failed |= not try_path(backend, a.try_n, scratch)
     if failed:
         sys.exit("!! some runs failed")
 

@@ -366,6 +366,11 @@ class EtcdFleetTest(EtcdTestCase):
             looks += 1
             return len(self.etcd.keys(self.prefix + "/")) == self.N + 1
         wait_for(queued, 30 * SLOW, "every contender to queue")
+        # A waiter renews its lease at TTL/2, a holder every 500 ms (lease_budget.hpp): in 2 s of
+        # the line waiting, each waiter renews once at most, and the holder 4 times.
+        renewals = grpc_calls(self.etcd.url)["LeaseKeepAlive"]
+        time.sleep(2)
+        self.assertLessEqual(grpc_calls(self.etcd.url)["LeaseKeepAlive"] - renewals, self.N + 5)
         self.release()
         self.assert_succeeds(holder)
         for p in procs:

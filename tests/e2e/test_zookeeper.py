@@ -5,6 +5,7 @@ are test_zookeeper_faults.
 Fixtures: zookeeper_server.py (servers, the tree and the sessions as the server sees them) and
 curator_peer.py (Apache Curator's InterProcessMutex and InterProcessSemaphoreV2 as peers)."""
 
+import collections
 import contextlib
 import json
 import os
@@ -465,6 +466,43 @@ class RoundTripTest(ZooKeeperCase):
             "delete",
             "delete", "closeSession"])
         self.assertEqual(connections, 1)
+
+
+class FleetTest(ZooKeeperCase):
+    """A fleet's cron job: N contenders queued on one prefix at once. What each costs the server
+    stays what one waiter costs, however long the line: counted by a proxy in front of the
+    server, pings apart (the C client's own, on time alone)."""
+
+    N = 50
+
+    def test_requests_per_contender_do_not_grow_with_the_line(self):
+        log = RequestLog()
+        host, port = self.zk.connect_string.rsplit(":", 1)
+        with FaultProxy(host, int(port), on_upstream=log.feed) as proxy:
+            flags = ["-endpoints", proxy.address]
+            holder = self.hold(*flags, prefix=self.prefix)
+            procs = [self.start_lock(*flags, self.prefix, "true") for _ in range(self.N)]
+            self.wait_children(self.node, self.N + 1, "every contender to queue")
+            # A waiter renews (looks its node up) at TTL/2, a holder every 500 ms
+            # (lease_budget.hpp): in 2 s of the line waiting, each waiter once at most.
+            before = len(log.requests())
+            time.sleep(2)
+            self.assertLessEqual(len(log.requests()) - before, self.N + 5)
+            self.release()
+            self.assert_succeeds(holder)
+            for p in procs:
+                self.assert_succeeds(p)
+        self.assert_nothing_left()
+        ops = collections.Counter(op for _, op in log.requests())
+        n = self.N + 1
+        self.assertEqual((ops["connect"], ops["delete"], ops["closeSession"]), (n, n, n), dict(ops))
+        # One look at the line per wake, and the only wake is the node ahead going.
+        self.assertLessEqual(ops["getChildren2"], 2 * n, dict(ops))
+        # Each waiter: connect, create, a watch on its node, the line, a watch on the node ahead,
+        # the line again once it goes, a renewal at its turn (its last is older than a holder's
+        # 500 ms), at most one more while it waited, the delete, the close: 10. The first holder
+        # made the containers and renewed as it held; the constant covers it.
+        self.assertLessEqual(sum(ops.values()), 10 * n + 20, dict(ops))
 
 
 class StatusTest(ZooKeeperCase):

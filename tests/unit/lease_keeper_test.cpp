@@ -35,3 +35,44 @@ TEST_CASE("stopping the keeper cuts a renewal in flight short") {
   CHECK(calls == 1);
   CHECK_FALSE(keeper.reason());  // stopping is no loss
 }
+
+TEST_CASE("a turn on an old renewal waits for a new one before the lease is kept for a holder") {
+  // A waiter renews every 10s here, a holder every 200ms: the grant is already too old at the turn.
+  LeaseTiming timing{.ttl = 60s, .renew_every = 200ms, .retry_every = 1s, .stop_grace = 1s,
+                     .wait_renew_every = 10s};
+  std::atomic<int> calls = 0;
+  std::promise<Clock::time_point> renewed;
+  auto granted = Clock::now() - 300ms;
+  LeaseKeeper keeper(timing, granted, [&](std::chrono::milliseconds, const lk::Wake&) {
+    if (calls++ == 0) renewed.set_value(Clock::now());
+  });
+  CHECK_THROWS_AS(keeper.publish_deadline([](Clock::time_point) {}), std::logic_error);
+  auto turn = Clock::now();
+  CHECK_FALSE(keeper.start_holding());
+  pollfd p{keeper.held_fd(), POLLIN, 0};
+  REQUIRE(poll(&p, 1, 5'000) == 1);
+  CHECK(renewed.get_future().get() >= turn);
+  Clock::time_point published{};
+  keeper.publish_deadline([&](Clock::time_point dead_by) { published = dead_by; });
+  CHECK(published >= turn + timing.safe());
+  CHECK(keeper.start_holding());
+  keeper.stop();
+}
+
+TEST_CASE("a turn on a recent renewal is kept for a holder at once, then renewed at its pace") {
+  LeaseTiming timing{.ttl = 60s, .renew_every = 300ms, .retry_every = 1s, .stop_grace = 1s,
+                     .wait_renew_every = 30s};
+  std::atomic<int> calls = 0;
+  std::promise<Clock::time_point> renewed;
+  LeaseKeeper keeper(timing, Clock::now(), [&](std::chrono::milliseconds, const lk::Wake&) {
+    if (calls++ == 0) renewed.set_value(Clock::now());
+  });
+  auto turn = Clock::now();
+  CHECK(keeper.start_holding());
+  CHECK(calls == 0);  // no request at the turn
+  // The keeper was waiting for the waiter's 30 s; the holder's renewal comes 300 ms in.
+  auto future = renewed.get_future();
+  REQUIRE(future.wait_for(5s) == std::future_status::ready);
+  CHECK(future.get() - turn < 5s);
+  keeper.stop();
+}

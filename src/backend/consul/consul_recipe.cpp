@@ -108,6 +108,7 @@ std::unique_ptr<Hold> ConsulContention::lock() {
       // consul lock does too) and made again.
       KvRead held = client_.get(key, false, 0, true);
       if (!held.pairs.empty() && held.pairs[0].session == id) {
+        if (!wait_.lease_fit_to_hold()) return nullptr;  // the session's end releases the key
         verbose("acquired {} (ModifyIndex {}, LockIndex {}) with session {}", key,
                 held.pairs[0].modify_index, held.pairs[0].lock_index, id);
         return std::make_unique<ConsulHold>(
@@ -162,6 +163,7 @@ std::unique_ptr<Hold> ConsulContention::semaphore() {
       wait_.pause(waits.stalled());
       return nullptr;
     }
+    if (!wait_.lease_fit_to_hold()) return nullptr;  // the session's end frees the slot
     verbose("took a slot of {} ({} of {} held) with session {}", spec_.prefix, now.holders.size(),
             now.limit, id);
     return std::make_unique<ConsulHold>(config_.client, std::move(session_),

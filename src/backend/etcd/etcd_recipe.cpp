@@ -218,6 +218,7 @@ std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec
       behind = turn == Turn::behind ? behind + 1 : 0;
       if (turn == Turn::behind) continue;
       if (turn == Turn::held) {
+        if (!wait.lease_fit_to_hold()) continue;
         // Written again so that the waiter just behind us learns that we hold (etcd_layout.hpp).
         if (spec.limit > 1)
           client.call("put", "/v3/kv/put", put_of(me, lease->id()), std::chrono::seconds(5), decode_header);

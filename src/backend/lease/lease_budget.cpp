@@ -32,6 +32,9 @@ LeaseTiming LeaseTiming::plan(nanoseconds ttl, nanoseconds stop_grace, int monit
   // Room for the retries after a renewal falls due, and half a spacing for the last to finish.
   nanoseconds retries = monitor_retry * kRetrySpacing + kRetrySpacing / 2;
   t.renew_every = std::min(ttl / 3, budget - retries);
+  // A waiter's retries run until the lease-safe deadline, at TTL/2 at the latest, as api.Lock
+  // renews its session.
+  t.wait_renew_every = std::min(ttl / 2, t.safe() - retries);
   if (t.renew_every < kRetrySpacing / 2) {  // a short budget: retries closer together
     t.retry_every = budget / (monitor_retry + 1);
     t.renew_every = t.retry_every / 2;
@@ -45,7 +48,16 @@ LeaseTiming LeaseTiming::plan(nanoseconds ttl, nanoseconds stop_grace, int monit
           "too little to renew in; use a longer -session-ttl or a shorter -kill-after",
           go(ttl), go(stop_grace), go(budget)));
   }
+  t.wait_renew_every = std::max(t.wait_renew_every, t.renew_every);
   return t;
+}
+
+nanoseconds LeaseTiming::renew_after(Phase phase) const {
+  return phase == Phase::holding ? renew_every : std::max(renew_every, wait_renew_every);
+}
+
+nanoseconds LeaseTiming::give_up_after(Phase phase) const {
+  return phase == Phase::holding ? stop_after() : safe();
 }
 
 int LeaseTiming::guaranteed_retries() const {
@@ -63,15 +75,30 @@ std::optional<std::string> LeaseTiming::shortfall() const {
 
 std::string LeaseTiming::describe() const {
   return fmt::format(
-      "lease budget: TTL {}; renewing every {}; without a confirmed renewal the child's stop "
+      "lease budget: TTL {}; renewing every {} ({} while waiting in line); without a confirmed renewal the child's stop "
       "begins {} after the last one (TTL less {} margin and {} -kill-after) and it is dead by {}; "
       "failed renewals are retried every {} until then ({} retries guaranteed, -monitor-retry {})",
-      go(ttl), go(renew_every), go(stop_after()), go(margin()), go(stop_grace), go(safe()),
+      go(ttl), go(renew_every), go(renew_after(Phase::waiting)), go(stop_after()), go(margin()), go(stop_grace), go(safe()),
       go(retry_every), guaranteed_retries(), monitor_retry);
 }
 
-RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at)
-    : timing_(timing), last_ack_send_(granted_at), next_(granted_at + timing.renew_every) {}
+RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at, Phase phase)
+    : timing_(timing),
+      last_ack_send_(granted_at),
+      next_(granted_at + timing.renew_after(phase)),
+      phase_(phase) {}
+
+bool RenewalSchedule::hold(Clock::time_point now) {
+  if (phase_ == Phase::holding) return true;
+  if (now < last_ack_send_ + timing_.renew_every) {
+    phase_ = Phase::holding;
+    next_ = last_ack_send_ + timing_.renew_every;
+    return true;
+  }
+  hold_asked_ = now;
+  next_ = std::min(next_, now);
+  return false;
+}
 
 milliseconds RenewalSchedule::attempt_timeout(Clock::time_point now) const {
   auto until = std::min(now + timing_.retry_every, stop_at());
@@ -81,7 +108,12 @@ milliseconds RenewalSchedule::attempt_timeout(Clock::time_point now) const {
 void RenewalSchedule::succeeded(Clock::time_point sent_at) {
   last_ack_send_ = std::max(last_ack_send_, sent_at);
   failures_ = 0;
-  next_ = last_ack_send_ + timing_.renew_every;
+  if (hold_asked_ && sent_at >= *hold_asked_) {
+    phase_ = Phase::holding;
+    hold_asked_.reset();
+  }
+  // A renewal sent before our turn came does not count for it: another goes at once.
+  next_ = hold_asked_ ? sent_at : last_ack_send_ + timing_.renew_after(phase_);
 }
 
 void RenewalSchedule::failed(Clock::time_point started, Clock::time_point now,

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include "backend/errors.hpp"
 #include "util/duration.hpp"
 #include "net/wake.hpp"
@@ -23,7 +25,7 @@ std::string go(Clock::duration d) {
 
 LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew)
     : renew_(std::move(renew)),
-      schedule_(timing, granted_at) {
+      schedule_(timing, granted_at, LeaseTiming::Phase::waiting) {
   verbose("{}", timing.describe());
   thread_ = std::thread([this] { run(); });
 }
@@ -59,8 +61,19 @@ bool LeaseKeeper::may_be_gone() const {
   return reason_ || Clock::now() >= schedule_.dead_by();
 }
 
+bool LeaseKeeper::start_holding() {
+  std::lock_guard lock(mutex_);
+  ++reschedules_;  // the next renewal is due sooner now, either way
+  wake_.notify_all();
+  if (schedule_.hold(Clock::now())) return true;
+  verbose("renewing the lease before the child starts: the last renewal was {} ago",
+          go(Clock::now() - schedule_.last_ack_send()));
+  return false;
+}
+
 void LeaseKeeper::publish_deadline(std::function<void(Clock::time_point)> publish) {
   std::lock_guard lock(mutex_);
+  if (!schedule_.holding()) throw std::logic_error("a lease not yet kept for a holder has no deadline to publish");
   publish_ = std::move(publish);
   publish_(schedule_.dead_by());
 }
@@ -79,8 +92,9 @@ void LeaseKeeper::run() {
   std::unique_lock lock(mutex_);
   std::string last_error;
   while (!stopping_ && !reason_) {
+    int seen = reschedules_;
     wake_.wait_until(lock, std::min(schedule_.next_attempt(), schedule_.stop_at()),
-                     [&] { return stopping_ || reason_; });
+                     [&] { return stopping_ || reason_ || reschedules_ != seen; });
     if (stopping_ || reason_) break;
     auto now = Clock::now();
     if (now >= schedule_.stop_at()) {
@@ -114,7 +128,9 @@ void LeaseKeeper::run() {
     lock.lock();
     if (error.empty()) {
       if (schedule_.failures()) verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
+      bool was_holding = schedule_.holding();
       schedule_.succeeded(now);
+      if (!was_holding && schedule_.holding()) held_.notify();
       if (publish_) publish_(schedule_.dead_by());
       continue;
     }

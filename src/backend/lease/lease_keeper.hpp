@@ -54,7 +54,13 @@ class LeaseKeeper {
   // Whether the server may have let the lease go already: it is lost, or its deadline passed.
   // Then a release that cannot reach the server has nothing left to warn of.
   bool may_be_gone() const;
-  // Calls `publish` with the lease-safe deadline now and after every acknowledged renewal.
+  // Our turn came: the lease is kept for a holder from now on, if its last renewal fits a
+  // holder's budget (true). If not, a renewal goes at once, and held_fd() becomes readable once
+  // it is acknowledged; the child must not start before.
+  bool start_holding();
+  int held_fd() const { return held_.fd(); }
+  // Calls `publish` with the lease-safe deadline now and after every acknowledged renewal; only
+  // for a lease kept for a holder.
   void publish_deadline(std::function<void(Clock::time_point dead_by)> publish);
   void stop_soon();  // no more renewals; returns at once
   void stop();       // no more renewals; returns once the thread is gone
@@ -65,12 +71,14 @@ class LeaseKeeper {
 
   Renew renew_;
   EventFd loss_;
+  EventFd held_;  // readable once the lease is kept for a holder
   EventFd stop_;  // readable once renewals are over
   Wake stop_wake_{{stop_.fd()}, [this] { return !stopping(); }};
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   RenewalSchedule schedule_;
+  int reschedules_ = 0;  // moved by start_holding(), so that the thread looks at the time again
   std::optional<std::string> reason_;
   std::function<void(Clock::time_point)> publish_;
   std::thread thread_;

@@ -25,6 +25,17 @@ Wake LeaseWait::wake() {
   return {{timer_.get(), interrupt_.fd, keeper_.loss_fd()}, [this] { return keep_going(); }};
 }
 
+bool LeaseWait::lease_fit_to_hold() {
+  if (keeper_.start_holding()) return true;
+  while (keep_going()) {
+    pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0},
+                    {keeper_.held_fd(), POLLIN, 0}};
+    poll(fds, 4, -1);
+    if (fds[3].revents) return true;
+  }
+  return false;
+}
+
 void LeaseWait::pause(std::chrono::milliseconds pause) {
   pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0}};
   poll(fds, 3, static_cast<int>(pause.count()));  // negative descriptors are skipped

@@ -19,6 +19,9 @@ class LeaseWait {
   // False once the wait is over, for whichever reason came first.
   bool keep_going();
   Wake wake();
+  // At our turn: true once the lease is kept for a holder (lease_keeper.hpp), at once or after a
+  // renewal; false if the wait ended first.
+  bool lease_fit_to_hold();
   // Sleeps for `pause`, or less when the wait is over meanwhile.
   void pause(std::chrono::milliseconds pause);
   // Throws what ended the wait: AcquireTimeout, Interrupted, or Error with the lease's loss.

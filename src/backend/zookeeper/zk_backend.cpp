@@ -91,6 +91,7 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
     } catch (const Cancelled&) {
       wait.throw_why(spec.prefix);  // a request cut short: the wait said why
     }
+    if (!wait.lease_fit_to_hold()) wait.throw_why(spec.prefix);  // the session's end drops our node
     verbose("acquired {} (czxid {})", printable(me.path), me.czxid);
     return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix, contention.data());
   } catch (const Cancelled&) {  // while connecting: only a signal wakes that wait
