@@ -76,3 +76,18 @@ TEST_CASE("a turn on a recent renewal is kept for a holder at once, then renewed
   CHECK(future.get() - turn < 5s);
   keeper.stop();
 }
+
+TEST_CASE("an answered request on the lease's own session counts as a renewal") {
+  LeaseTiming timing{.ttl = 60s, .renew_every = 200ms, .retry_every = 1s, .stop_grace = 1s,
+                     .wait_renew_every = 30s};
+  std::atomic<int> calls = 0;
+  LeaseKeeper keeper(timing, Clock::now() - 10s, [&](std::chrono::milliseconds, const lk::Wake&) { ++calls; });
+  auto sent = Clock::now();
+  keeper.confirmed(sent);
+  CHECK(keeper.start_holding());  // the look that found our turn will do
+  Clock::time_point published{};
+  keeper.publish_deadline([&](Clock::time_point dead_by) { published = dead_by; });
+  CHECK(published == sent + timing.safe());
+  keeper.stop();
+  CHECK(calls == 0);
+}

@@ -61,6 +61,20 @@ bool LeaseKeeper::may_be_gone() const {
   return reason_ || Clock::now() >= schedule_.dead_by();
 }
 
+void LeaseKeeper::confirmed(Clock::time_point sent_at) {
+  std::lock_guard lock(mutex_);
+  succeeded(sent_at);
+  ++reschedules_;
+  wake_.notify_all();
+}
+
+void LeaseKeeper::succeeded(Clock::time_point sent_at) {
+  bool was_holding = schedule_.holding();
+  schedule_.succeeded(sent_at);
+  if (!was_holding && schedule_.holding()) held_.notify();
+  if (publish_) publish_(schedule_.dead_by());
+}
+
 bool LeaseKeeper::start_holding() {
   std::lock_guard lock(mutex_);
   ++reschedules_;  // the next renewal is due sooner now, either way
@@ -128,10 +142,7 @@ void LeaseKeeper::run() {
     lock.lock();
     if (error.empty()) {
       if (schedule_.failures()) verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
-      bool was_holding = schedule_.holding();
-      schedule_.succeeded(now);
-      if (!was_holding && schedule_.holding()) held_.notify();
-      if (publish_) publish_(schedule_.dead_by());
+      succeeded(now);
       continue;
     }
     last_error = error;

@@ -54,6 +54,10 @@ class LeaseKeeper {
   // Whether the server may have let the lease go already: it is lost, or its deadline passed.
   // Then a release that cannot reach the server has nothing left to warn of.
   bool may_be_gone() const;
+  // A request of the owner's, sent at `sent_at`, was answered on the lease's own session: as good
+  // as a renewal where any request extends the lease (a ZooKeeper session; not an etcd lease or a
+  // Consul session, which only their renewals extend).
+  void confirmed(Clock::time_point sent_at);
   // Our turn came: the lease is kept for a holder from now on, if its last renewal fits a
   // holder's budget (true). If not, a renewal goes at once, and held_fd() becomes readable once
   // it is acknowledged; the child must not start before.
@@ -68,6 +72,7 @@ class LeaseKeeper {
  private:
   void run();
   bool stopping() const;
+  void succeeded(Clock::time_point sent_at);  // with mutex_ held
 
   Renew renew_;
   EventFd loss_;

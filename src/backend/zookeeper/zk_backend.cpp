@@ -88,10 +88,11 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
     OwnNode me;
     try {
       me = spec.limit == 1 ? contention.mutex(zk_path(spec.prefix)) : contention.semaphore();
+      if (!wait.lease_fit_to_hold()) wait.throw_why(spec.prefix);  // the session's end drops our node
+      contention.arm_watch(me.path);  // after the renewal a turn may need, which sets it too
     } catch (const Cancelled&) {
       wait.throw_why(spec.prefix);  // a request cut short: the wait said why
     }
-    if (!wait.lease_fit_to_hold()) wait.throw_why(spec.prefix);  // the session's end drops our node
     verbose("acquired {} (czxid {})", printable(me.path), me.czxid);
     return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix, contention.data());
   } catch (const Cancelled&) {  // while connecting: only a signal wakes that wait

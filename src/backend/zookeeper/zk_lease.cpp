@@ -25,6 +25,9 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
     }
   }();
   if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
+  // The C client pings a session it has sent nothing on for a third of its timeout. A waiter's
+  // look a little sooner than that takes the ping's place; a slower one would come on top of it.
+  timing.wait_renew_every = std::max(timing.renew_every, std::min(timing.wait_renew_every, timing.ttl * 3 / 10));
 
   keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout, const Wake& stop) {
     std::string node;
@@ -37,6 +40,8 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
       // our own node also re-arms the watch that reports its deletion at once.
       if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &stop) && !node.empty())
         throw LeaseGone("our node " + printable(node) + " is gone (deleted by hand, or the session expired)");
+      std::lock_guard lock(mutex_);
+      if (!node.empty() && node == node_) armed_ = true;
     } catch (const ZkError& e) {
       if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");
       throw;
@@ -47,10 +52,10 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
       return keeper_->lose("ZooKeeper expired our session");
     if (type == ZOO_SESSION_EVENT && state == ZOO_AUTH_FAILED_STATE)
       return keeper_->lose("ZooKeeper refused our session (authentication failed)");
-    if (type == ZOO_DELETED_EVENT) {
-      std::lock_guard lock(mutex_);
-      if (path == node_) keeper_->lose("our node " + printable(path) + " was deleted");
-    }
+    std::lock_guard lock(mutex_);
+    if (path != node_) return;
+    armed_ = false;  // a watch fires once
+    if (type == ZOO_DELETED_EVENT) keeper_->lose("our node " + printable(path) + " was deleted");
   });
 }
 
@@ -59,6 +64,20 @@ ZkLease::~ZkLease() { end(""); }
 void ZkLease::watch_node(const std::string& path) {
   std::lock_guard lock(mutex_);
   node_ = path;
+  armed_ = false;
+}
+
+bool ZkLease::arm_watch(std::chrono::milliseconds timeout, const Wake* wake) {
+  std::string node;
+  {
+    std::lock_guard lock(mutex_);
+    if (armed_) return true;
+    node = node_;
+  }
+  if (!session_->exists(node, true, timeout, wake)) return false;
+  std::lock_guard lock(mutex_);
+  if (node == node_) armed_ = true;
+  return true;
 }
 
 void ZkLease::end(const std::string& path) {

@@ -2,9 +2,11 @@
 // A ZooKeeper session seen as a lease (seed 003). The server may expire the session as early as
 // a negotiated timeout after the last request it answered, and the C client says nothing until
 // 2/3 of that has passed (and never expires a session by itself). So lock does not wait for the
-// client's callbacks: every timeout/3 or sooner the keeper looks up our node, and the send time
-// of the last answered lookup starts the lease-safe deadline of lease_budget.hpp. A lookup also
-// re-arms the watch on our node, so its deletion, or the session's expiry, ends the hold at once.
+// client's callbacks: every timeout/3 or sooner the keeper looks up our node (a waiter's, every
+// 3/10 of it), and the send time of the last answered lookup, or of any answered request of the
+// recipe's (LeaseKeeper::confirmed), starts the lease-safe deadline of lease_budget.hpp. A lookup
+// also re-arms the watch on our node, so its deletion, or the session's expiry, ends the hold at
+// once.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,8 +28,12 @@ class ZkLease {
 
   ZkSession& session() { return *session_; }
   LeaseKeeper& keeper() { return *keeper_; }
-  // The node whose deletion loses the hold (or our place in line); empty for none yet.
+  // The node whose deletion loses the hold (or our place in line); empty for none yet. Its watch
+  // is set by the keeper's next look, or by arm_watch().
   void watch_node(const std::string& path);
+  // Sets the watch on that node now, unless a look since watch_node() set it and it has not
+  // fired: a turn that came with a renewal costs no request more. False if the node is gone.
+  bool arm_watch(std::chrono::milliseconds timeout, const Wake* wake);
   // Stops the keeper, deletes `path` (bounded) and closes the session.
   void end(const std::string& path);
 
@@ -35,6 +41,7 @@ class ZkLease {
   std::unique_ptr<ZkSession> session_;
   std::mutex mutex_;
   std::string node_;
+  bool armed_ = false;  // a watch on node_ is set and has not fired
   std::unique_ptr<LeaseKeeper> keeper_;
   bool ended_ = false;
 };

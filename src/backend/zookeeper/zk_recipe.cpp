@@ -62,12 +62,14 @@ ZkContention::ZkContention(ZkLease& lease, LeaseWait& wait, const LockSpec& spec
 
 OwnNode ZkContention::mutex(const std::string& dir) {
   OwnNode me = create_protected(dir, kLockName);
-  watch(me.path);
+  // Its watch is set at our turn (watch()), or by the keeper's look while we wait: a waiter's
+  // node gone by hand is found at its next look at the line or the keeper's.
+  lease_.watch_node(me.path);
   queued();
   std::string name = me.path.substr(dir.size() + 1);
   while (keep_going()) {
     try {
-      auto children = session_.children(dir, false, kZkRequestTimeout, &wake_);
+      auto children = look_at(dir, false);
       auto sorted = curator_sorted(children.value_or(std::vector<std::string>{}), kLockName);
       if (dir == base_) refuse_semaphore_layout(sorted);
       auto at = std::find(sorted.begin(), sorted.end(), name);
@@ -98,7 +100,7 @@ OwnNode ZkContention::semaphore() {
   while (keep_going()) {
     try {
       session_.drain_events();
-      auto children = session_.children(leases, true, kZkRequestTimeout, &wake_).value_or(std::vector<std::string>{});
+      auto children = look_at(leases, true).value_or(std::vector<std::string>{});
       if (std::find(children.begin(), children.end(), name) == children.end()) vanished(me.path);
       check_limits(leases, children, name);
       if (children.size() <= static_cast<std::size_t>(spec_.limit)) {
@@ -122,18 +124,31 @@ OwnNode ZkContention::semaphore() {
   return me;
 }
 
+// Any answer on our session shows that it lived when the server read the request: the look at
+// the line that finds our turn confirms the lease as a renewal would, and none is needed then.
+std::optional<std::vector<std::string>> ZkContention::look_at(const std::string& dir, bool watch) {
+  auto sent = Clock::now();
+  auto children = session_.children(dir, watch, kZkRequestTimeout, &wake_);
+  lease_.keeper().confirmed(sent);
+  return children;
+}
+
 void ZkContention::queued() {
   if (!queued_) interrupt_.queued();
   queued_ = true;
 }
 
 // From now on the deletion of `path`, or the session's expiry, ends the wait or the hold at once:
-// the watch is armed here, not only at the keeper's next look (up to TTL/3 away).
+// the watch is armed here, not only at the keeper's next look (up to TTL/2 away).
 void ZkContention::watch(const std::string& path) {
   lease_.watch_node(path);
+  arm_watch(path);
+}
+
+void ZkContention::arm_watch(const std::string& path) {
   while (keep_going()) {
     try {
-      if (!session_.exists(path, true, kZkRequestTimeout, &wake_)) vanished(path);
+      if (!lease_.arm_watch(kZkRequestTimeout, &wake_)) vanished(path);
       return;
     } catch (const ZkUnreachable& e) {
       retry_later(e);

@@ -44,10 +44,14 @@ class ZkContention {
   OwnNode semaphore();
   // What our nodes carry.
   const std::string& data() const { return data_; }
+  // Our turn came, and the lease is fit to hold: the watch on our node `path` is set, if no
+  // look has set it already (ZkLease::arm_watch).
+  void arm_watch(const std::string& path);
 
  private:
   bool keep_going() { return wait_.keep_going(); }
   void queued();
+  std::optional<std::vector<std::string>> look_at(const std::string& dir, bool watch);
   void watch(const std::string& path);
   [[noreturn]] void vanished(const std::string& path);
   void retry_later(const ZkUnreachable& e);
