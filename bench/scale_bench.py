@@ -215,18 +215,19 @@ def fleet(backend, argv, n, rounds, scratch):
 
 
 def try_path(backend, n, scratch):
-    """`n` runs of `lock -timeout 100ms` at once against one holder: each one's wall time from
-    its spawn to its exit, whether every one timed out (exit 1), and what they left on the
-    server (leases, sessions, keys, nodes) beside the holder's own."""
+    """`n` runs of `lock -timeout 100ms` at once against holders of every slot: each one's wall
+    time from its spawn to its exit, whether every one timed out (exit 1), and what they left on
+    the server (leases, sessions, keys, nodes) beside the holders' own."""
     prefix = f"try{n}-{time.time_ns()}"
-    held = os.path.join(scratch, "held")
-    holder = subprocess.Popen(backend.argv("lock", prefix, ["sh", "-c", f"touch {held}; exec sleep 600"]),
-                              env=backend.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    held = [os.path.join(scratch, f"held{k}") for k in range(getattr(backend, "n", 1))]
+    holders = [subprocess.Popen(backend.argv("lock", prefix, ["sh", "-c", f"touch {h}; exec sleep 600"]),
+                                env=backend.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+               for h in held]
     try:
         deadline = time.monotonic() + 30
-        while not os.path.exists(held):
-            if holder.poll() is not None or time.monotonic() > deadline:
-                sys.exit("the try path's holder did not hold")
+        while not all(map(os.path.exists, held)):
+            if any(h.poll() is not None for h in holders) or time.monotonic() > deadline:
+                sys.exit("the try path's holders did not hold")
             time.sleep(0.01)
         before = backend.left(prefix)
         times = os.path.join(scratch, "try")
@@ -243,9 +244,12 @@ def try_path(backend, n, scratch):
         _, ok = all_at_once(n, ready)()
         left = backend.left(prefix) - before
     finally:
-        holder.terminate()
-        holder.wait()
-        os.unlink(held)
+        for h in holders:
+            h.terminate()
+            h.wait()
+        for h in held:
+            if os.path.exists(h):
+                os.unlink(h)
     runs = []
     for name in os.listdir(times):
         with open(os.path.join(times, name)) as f:
@@ -302,7 +306,7 @@ def main():
                     # A round of each first, unmeasured: a JVM's server compiles its hot paths
                     # then, and that work is neither tool's.
                     for tool in ("lock", backend.peer):
-                        fleet(backend, backend.argv(tool, f"warm-{tool.split()[0]}"), 10, 1, scratch)
+                        fleet(backend, backend.argv(tool, f"warm-{tool.split()[0]}"), min(10, *sizes), 1, scratch)
                     for i, n in enumerate(sizes):
                         rows = {}
                         for tool in ("lock", backend.peer)[::-1 if i % 2 else 1]:

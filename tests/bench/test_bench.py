@@ -56,7 +56,8 @@ class BenchTest(unittest.TestCase):
 
     @unittest.skipUnless(shutil.which("etcd"), "needs etcd (etcd-server)")
     def test_scale(self):
-        self.bench("scale.sh", ["== Fleet", "lock / peer"], BENCH_SCALE_N="3")
+        self.bench("scale.sh", ["== Fleet", "lock / peer", "etcd ", "zookeeper ", "consul -n 2 ", "local ",
+                                "try -timeout 100ms"], BENCH_SCALE_N="3", BENCH_SCALE_TRY="3")
 
     def test_consul(self):
         self.bench("consul.sh", ["== Summary", "requests, -n 3", "loss to SIGTERM", "peak RSS"],
