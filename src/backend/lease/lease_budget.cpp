@@ -75,11 +75,12 @@ std::optional<std::string> LeaseTiming::shortfall() const {
 
 std::string LeaseTiming::describe() const {
   return fmt::format(
-      "lease budget: TTL {}; renewing every {} ({} while waiting in line); without a confirmed renewal the child's stop "
-      "begins {} after the last one (TTL less {} margin and {} -kill-after) and it is dead by {}; "
-      "failed renewals are retried every {} until then ({} retries guaranteed, -monitor-retry {})",
-      go(ttl), go(renew_every), go(renew_after(Phase::waiting)), go(stop_after()), go(margin()), go(stop_grace), go(safe()),
-      go(retry_every), guaranteed_retries(), monitor_retry);
+      "lease budget: TTL {}; renewing every {} ({} while waiting in line); without a confirmed "
+      "renewal the child's stop begins {} after the last one (TTL less {} margin and {} "
+      "-kill-after) and it is dead by {}; failed renewals are retried every {} until then ({} "
+      "retries guaranteed, -monitor-retry {})",
+      go(ttl), go(renew_every), go(renew_after(Phase::waiting)), go(stop_after()), go(margin()),
+      go(stop_grace), go(safe()), go(retry_every), guaranteed_retries(), monitor_retry);
 }
 
 RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at, Phase phase)

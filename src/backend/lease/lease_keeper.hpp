@@ -83,7 +83,7 @@ class LeaseKeeper {
   std::condition_variable wake_;
   bool stopping_ = false;
   RenewalSchedule schedule_;
-  int reschedules_ = 0;  // moved by start_holding(), so that the thread looks at the time again
+  int reschedules_ = 0;  // moved with the schedule from outside, so that the thread looks again
   std::optional<std::string> reason_;
   std::function<void(Clock::time_point)> publish_;
   std::thread thread_;

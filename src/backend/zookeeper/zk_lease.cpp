@@ -27,7 +27,8 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
   if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   // The C client pings a session it has sent nothing on for a third of its timeout. A waiter's
   // look a little sooner than that takes the ping's place; a slower one would come on top of it.
-  timing.wait_renew_every = std::max(timing.renew_every, std::min(timing.wait_renew_every, timing.ttl * 3 / 10));
+  timing.wait_renew_every = std::max(timing.renew_every,
+                                     std::min(timing.wait_renew_every, timing.ttl * 3 / 10));
 
   keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout, const Wake& stop) {
     std::string node;

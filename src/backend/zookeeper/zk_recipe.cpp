@@ -62,7 +62,7 @@ ZkContention::ZkContention(ZkLease& lease, LeaseWait& wait, const LockSpec& spec
 
 OwnNode ZkContention::mutex(const std::string& dir) {
   OwnNode me = create_protected(dir, kLockName);
-  // Its watch is set at our turn (watch()), or by the keeper's look while we wait: a waiter's
+  // Its watch is set by the keeper's look while we wait, or at our turn (arm_watch()): a waiter's
   // node gone by hand is found at its next look at the line or the keeper's.
   lease_.watch_node(me.path);
   queued();
@@ -139,7 +139,7 @@ void ZkContention::queued() {
 }
 
 // From now on the deletion of `path`, or the session's expiry, ends the wait or the hold at once:
-// the watch is armed here, not only at the keeper's next look (up to TTL/2 away).
+// the watch is armed here, not only at the keeper's next look (up to 3/10 of the TTL away).
 void ZkContention::watch(const std::string& path) {
   lease_.watch_node(path);
   arm_watch(path);
