@@ -165,7 +165,7 @@ class Local:
     def argv(self, tool, prefix, child=CHILD, flags=()):
         if tool == "lock":
             return [self.lock, *flags, "-shell=false", prefix, *child]
-        return ["/usr/bin/flock", os.path.join(self.scratch, prefix.replace("/", "_")), *CHILD]
+        return ["/usr/bin/flock", os.path.join(self.scratch, prefix.replace("/", "_")), *child]
 
     requests = cpu = None
 

@@ -9,7 +9,8 @@
 namespace lk {
 namespace {
 
-// A watch that should have fired but did not (it cannot be lost, but a look costs little).
+// A watch that should have fired but did not (it cannot be lost, but a look at one node costs
+// little).
 constexpr int kLookAgainMs = 10'000;
 // How often a node's container parents are made again when the server reaps them meanwhile.
 constexpr int kParentRounds = 5;
@@ -78,7 +79,11 @@ OwnNode ZkContention::mutex(const std::string& dir) {
       std::string ahead = child_path(dir, *(at - 1));
       verbose("waiting behind {} ({} ahead of us)", printable(ahead), at - sorted.begin());
       session_.drain_events();
-      if (session_.exists(ahead, true, kZkRequestTimeout, &wake_)) session_.wait_event(wake_, kLookAgainMs);
+      // After a quiet while, only the node ahead is looked at again, not the whole line: a long
+      // line's waiters would each read every name in it, over and over.
+      while (session_.exists(ahead, true, kZkRequestTimeout, &wake_) &&
+             !session_.wait_event(wake_, kLookAgainMs) && keep_going()) {
+      }
       backoff_.reset();
     } catch (const ZkUnreachable& e) {
       retry_later(e);

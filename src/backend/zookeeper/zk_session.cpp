@@ -161,10 +161,11 @@ void ZkSession::on_event(zhandle_t* zh, int type, int state, const char* path, v
 
 void ZkSession::drain_events() const { events_.drain(); }
 
-void ZkSession::wait_event(const Wake& wake, int timeout_ms) const {
+bool ZkSession::wait_event(const Wake& wake, int timeout_ms) const {
   std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
   for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
   poll(fds.data(), fds.size(), timeout_ms);
+  return fds[0].revents != 0;
 }
 
 void ZkSession::set_listener(Listener listener) {

@@ -61,9 +61,9 @@ class ZkSession {
   // Readable after any watch or session event; the reader drains it and looks again.
   int events_fd() const { return events_.fd(); }
   void drain_events() const;
-  // Until a watch or session event, one of `wake`'s descriptors readable (the caller asks it
-  // whether to go on), or `timeout_ms` (-1: none).
-  void wait_event(const Wake& wake, int timeout_ms) const;
+  // Until a watch or session event (true), one of `wake`'s descriptors readable (the caller asks
+  // it whether to go on), or `timeout_ms` (-1: none).
+  bool wait_event(const Wake& wake, int timeout_ms) const;
   void set_listener(Listener listener);
 
   // Each returns once ZooKeeper answered, or throws: ZkError for an error code (but see the
