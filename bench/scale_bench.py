@@ -271,12 +271,18 @@ def cell(row, key, width):
     return f"{row[key]:>{width}.2f}" if key in row else f"{'-':>{width}}"
 
 
+def columns_of(fair):
+    return COLUMNS + ((("fairness", "longest/mean run", 17),) if fair else ())
+
+
+def report_row(backend, n, tool, row, fair):
+    """Each row as soon as it is measured: a long run shows what it has so far."""
+    print(f"{backend.name:12} {n:>5} {tool:16} " + " ".join(cell(row, k, w) for k, _, w in columns_of(fair))
+          + ("" if row["ok"] else "   !! a run failed"), flush=True)
+
+
 def report(backend, n, rows, fair):
-    columns = COLUMNS + ((("fairness", "longest/mean run", 17),) if fair else ())
-    for tool in ("lock", backend.peer):
-        row = rows[tool]
-        print(f"{backend.name:12} {n:>5} {tool:16} " + " ".join(cell(row, k, w) for k, _, w in columns)
-              + ("" if row["ok"] else "   !! a run failed"), flush=True)
+    columns = columns_of(fair)
     ours, peer = rows["lock"], rows[backend.peer]
     ratios = {k: ours[k] / peer[k] for k, _, _ in columns if k in ours and k in peer and peer[k]}
     print(f"{backend.name:12} {n:>5} {'lock / peer':16} " + " ".join(
@@ -301,7 +307,7 @@ def main():
             for backend in made if isinstance(made, list) else [made]:
                 local = isinstance(backend, Local)
                 print(f"\n{'backend':12} {'N':>5} {'tool':16} " + " ".join(
-                    f"{title:>{w}}" for _, title, w in COLUMNS + ((("", "longest/mean run", 17),) if local else ())))
+                    f"{title:>{w}}" for _, title, w in columns_of(local)))
                 with backend:
                     # A round of each first, unmeasured: a JVM's server compiles its hot paths
                     # then, and that work is neither tool's.
@@ -314,9 +320,10 @@ def main():
                             rows[tool] = fleet(backend, backend.argv(tool, prefix), n,
                                                LOCAL_ROUNDS if local else 1, scratch)
                             failed |= not rows[tool]["ok"]
-                        if isinstance(backend, Consul):  # neither time nor memory on a double
-                            for key in ("drain", "rss"):
-                                rows[backend.peer].pop(key)
+                            if isinstance(backend, Consul) and tool != "lock":  # no time nor memory on a double
+                                for key in ("drain", "rss"):
+                                    rows[tool].pop(key)
+                            report_row(backend, n, tool, rows[tool], local)
                         report(backend, n, rows, local)
                     if a.try_n and not local:
                         failed |= not try_path(backend, a.try_n, scratch)
