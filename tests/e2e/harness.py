@@ -232,6 +232,19 @@ def lock_loop(rounds, *flags):
     return f'i=0; while [ $i -lt {rounds} ]; do "$LOCK" {words} "$P" "$CHILD" || exit $?; i=$((i+1)); done'
 
 
+class Fleet:
+    """A fleet's cron job: N contenders queued on one prefix at once, whose requests the test
+    counts. Counts are the same in the sanitized build, where N processes add only time: the
+    plain build runs it."""
+
+    N = 50
+
+    def setUp(self):
+        super().setUp()
+        if SLOW > 1:
+            self.skipTest("counts requests, as the plain build does; 51 sanitized processes add only time")
+
+
 class ThreeSlots:
     """For the server backends' semaphore tests (which give each test its own self.prefix and an
     assert_nothing_left): that three hold at once and a fourth waits, shown without a race, and

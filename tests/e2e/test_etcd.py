@@ -13,7 +13,7 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase, b64, grpc_calls
 from fault_proxy import FaultProxy, HttpRequestLog
-from harness import (LOCK, SLOW, OperatorFlags, StatusWatch, ThreeSlots, Watch, max_overlap, pid_alive, read_file,
+from harness import (LOCK, SLOW, Fleet, OperatorFlags, StatusWatch, ThreeSlots, Watch, max_overlap, pid_alive, read_file,
                      wait_for)
 from notify_socket import NotifiesWhileWaiting
 
@@ -348,17 +348,10 @@ class EtcdAuthTest(EtcdTestCase):
         self.assertFalse(os.path.exists(self.path("ran")))
 
 
-class EtcdFleetTest(EtcdTestCase):
+class EtcdFleetTest(Fleet, EtcdTestCase):
     """A fleet's cron job: N contenders queued on one prefix at once. What each costs etcd stays
     what one waiter costs, however long the line (counted by etcd itself; the lease's renewals,
     which depend on time alone, are not)."""
-
-    N = 50
-
-    def setUp(self):
-        super().setUp()
-        if SLOW > 1:
-            self.skipTest("counts requests, as the plain build does; 51 sanitized processes add only time")
 
     def test_requests_per_contender_do_not_grow_with_the_line(self):
         before = grpc_calls(self.etcd.url)

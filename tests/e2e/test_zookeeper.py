@@ -17,7 +17,7 @@ import time
 import unittest
 
 from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
-from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
+from harness import (LOCK, SLOW, Fleet, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
                      read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
 from zk_frames import RequestLog, zk_created_path
@@ -469,17 +469,10 @@ class RoundTripTest(ZooKeeperCase):
         self.assertEqual(connections, 1)
 
 
-class FleetTest(ZooKeeperCase):
+class FleetTest(Fleet, ZooKeeperCase):
     """A fleet's cron job: N contenders queued on one prefix at once. What each costs the server
     stays what one waiter costs, however long the line: counted by a proxy in front of the
     server, pings apart (the C client's own, on time alone)."""
-
-    N = 50
-
-    def setUp(self):
-        super().setUp()
-        if SLOW > 1:
-            self.skipTest("counts requests, as the plain build does; 51 sanitized processes add only time")
 
     def test_requests_per_contender_do_not_grow_with_the_line(self):
         log = RequestLog()
