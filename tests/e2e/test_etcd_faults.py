@@ -525,7 +525,11 @@ class ProxyFaultTest(EtcdFaultCase):
             with self.subTest(mode=mode):
                 gate = f"release.{mode}"
                 holder = self.hold(prefix=self.prefix, gate=gate)
-                for gap in (1.0, 1.167, 1.333):
+                # These faults fail an attempt at once, so the next one comes a retry spacing
+                # (1 s) later: a healthy time of only 1 s may hold no attempt that can finish
+                # before the next outage cuts it. Gaps of 1.5 s and more hold one, and still
+                # meet the 0.5 s renewal schedule at three phases.
+                for gap in (1.5, 1.667, 1.833):
                     self.proxy.drop_all()  # what was open is cut too, not only what comes
                     self.proxy_outage(2.5, mode, **kw)
                     time.sleep(gap)  # healthy time between outages, so that the lease is renewed
