@@ -96,6 +96,19 @@ class FaultProxyTest(unittest.TestCase):
         # Delayed on the way there and on the way back.
         self.assertGreaterEqual(time.monotonic() - start, 0.6)
 
+    def test_delay_of_replies_only_lets_requests_through_at_once(self):
+        heard = []
+        self.proxy.on_upstream = lambda connection, data, when: heard.append(when)
+        s = self.connect()
+        self.proxy.set_mode("delay", seconds=0.3, replies_only=True)
+        start = time.monotonic()
+        s.sendall(b"ping")
+        self.assertEqual(recv_exactly(s, 4), b"ping")
+        back = time.monotonic()
+        self.assertLess(heard[0] - start, 0.2)  # the server had it at once
+        self.assertGreaterEqual(back - start, 0.3)
+        self.assertLess(back - start, 0.6)
+
     def test_blackhole_holds_until_pass_and_loses_nothing(self):
         s = self.connect()
         s.sendall(b"a")

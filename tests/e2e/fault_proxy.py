@@ -7,7 +7,8 @@ on command, delays, blackholes or resets the connections, or answers HTTP reques
 
 Modes, set with set_mode(mode, **kw):
     pass       forward bytes both ways
-    delay      seconds=: hold each chunk that long before forwarding it
+    delay      seconds=: hold each chunk that long before forwarding it (replies_only=True: only
+               the server's, so that the server has each request at once)
     blackhole  accept connections and keep them open, read and forward nothing (a paused server:
                what was sent waits in the kernel's buffers and flows on when the mode changes)
     reset      close existing and new connections at once with a RST
@@ -271,7 +272,8 @@ class _Connection(threading.Thread):
         if self.family == "answering":
             self._answer(data, mode, kw)
             return
-        due = time.monotonic() + (float(kw.get("seconds", 0)) if mode == "delay" else 0.0)
+        held = mode == "delay" and (sock is not self.client or not kw.get("replies_only"))
+        due = time.monotonic() + (float(kw.get("seconds", 0)) if held else 0.0)
         (self.to_upstream if sock is self.client else self.to_client).append((due, data))
 
     def _write(self, sock):

@@ -539,6 +539,18 @@ class ProxyFaultTest(EtcdFaultCase):
                 self.assert_succeeds(holder)
                 self.assert_nothing_left()
 
+    def test_a_lease_granted_after_the_timeout_is_revoked_before_exit(self):
+        # Each way takes 0.4 s: the grant is answered 0.8 s in, long after -timeout. Cut short,
+        # it would leave a lease whose ID lock never learned, until etcd expires it.
+        self.proxy.set_mode("delay", seconds=0.4)
+        start = time.monotonic()
+        r = self.run_lock("-timeout", "100ms", self.prefix, "touch " + self.path("ran"))
+        elapsed = time.monotonic() - start
+        self.assertEqual((r.returncode, r.stderr), (1, f"lock: timed out waiting for prefix '{self.prefix}'\n"))
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(set(self.etcd.leases()) - self.leases_before, set(), "a lease left behind")
+        self.assertLess(elapsed, 0.1 + 2.8 + 1 * SLOW)
+
     def test_a_5xx_burst_at_release_leaves_nothing(self):
         holder = self.hold(prefix=self.prefix)
         self.proxy.set_mode("http", status=503, reason="Service Unavailable", body=b"")

@@ -88,14 +88,15 @@ HttpResponse EtcdClient::send(const std::string& path, const std::string& body, 
 }
 
 std::string EtcdClient::call_raw(std::string_view op, const std::string& path, const json& body,
-                                 milliseconds timeout, const Wake* wake) {
+                                 milliseconds timeout, const Wake* wake, Deadline start_by) {
   auto end = Clock::now() + timeout;
   auto left = [&] { return std::chrono::duration_cast<milliseconds>(end - Clock::now()); };
+  auto may_start = [&] { return left().count() > 0 && !start_by.passed(); };
   std::string request = body.dump();
   std::exception_ptr last;  // the last endpoint's failure, thrown when none answered
   for (;;) {
     std::optional<std::chrono::seconds> retry_after;
-    for (std::size_t attempt = 0; attempt < config_.endpoints.size() && left().count() > 0; ++attempt) {
+    for (std::size_t attempt = 0; attempt < config_.endpoints.size() && may_start(); ++attempt) {
       try {
         HttpResponse r = send(path, request, left(), wake);
         // Simple tokens expire when unused for a while: log in again, once.
@@ -130,7 +131,7 @@ std::string EtcdClient::call_raw(std::string_view op, const std::string& path, c
     }
     // Every endpoint failed. A server that said when to come back gets another round, if that
     // is before our time is up.
-    if (!retry_after || left() <= *retry_after) break;
+    if (!retry_after || std::min(left(), start_by.left(std::chrono::hours(24))) <= *retry_after) break;
     verbose("{}asked to retry in {}s", where(op), retry_after->count());
     if (!pause_unless_woken(*retry_after, wake)) throw Cancelled("stopped");
   }

@@ -39,15 +39,16 @@ class EtcdClient {
   ~EtcdClient();
 
   // One unary call, e.g. call("range", "/v3/kv/range", {...}, timeout, decode_header), within
-  // `timeout` all told, however many endpoints, logins and Retry-Afters it takes. Fails over to
-  // the next endpoint when one cannot be reached or answers 5xx. Returns what `decode` makes of
-  // the body of a 200 reply. Throws ServerUnavailable (5xx, with the server's Retry-After),
-  // NetworkError (no answer), EtcdError (etcd said no), Cancelled (when `wake` said stop), and
-  // Error for a reply too large or malformed.
+  // `timeout` all told, however many endpoints, logins and Retry-Afters it takes, none of them
+  // begun after `start_by`. Fails over to the next endpoint when one cannot be reached or answers
+  // 5xx. Returns what `decode` makes of the body of a 200 reply. Throws ServerUnavailable (5xx,
+  // with the server's Retry-After), NetworkError (no answer), EtcdError (etcd said no), Cancelled
+  // (when `wake` said stop), and Error for a reply too large or malformed.
   template <class Decode>
   auto call(std::string_view op, const std::string& path, const nlohmann::json& body,
-            std::chrono::milliseconds timeout, Decode&& decode, const Wake* wake = nullptr) {
-    std::string reply = call_raw(op, path, body, timeout, wake);
+            std::chrono::milliseconds timeout, Decode&& decode, const Wake* wake = nullptr,
+            Deadline start_by = Deadline::never()) {
+    std::string reply = call_raw(op, path, body, timeout, wake, start_by);
     try {
       return decode(std::string_view(reply));
     } catch (const MalformedReply& e) {
@@ -71,7 +72,7 @@ class EtcdClient {
 
  private:
   std::string call_raw(std::string_view op, const std::string& path, const nlohmann::json& body,
-                       std::chrono::milliseconds timeout, const Wake* wake);
+                       std::chrono::milliseconds timeout, const Wake* wake, Deadline start_by);
   HttpResponse send(const std::string& path, const std::string& body,
                     std::chrono::milliseconds timeout, const Wake* wake);
   HttpClient& http();

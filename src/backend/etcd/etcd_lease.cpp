@@ -10,13 +10,14 @@ namespace lk {
 
 using nlohmann::json;
 
-EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing,
-                     std::chrono::milliseconds grant_timeout)
+EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing, Deadline ask_by)
     : client_(config) {
   auto ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(timing.ttl).count();
   auto sent = Clock::now();
+  auto asking = ask_by.left(std::chrono::seconds(5));
   LeaseGrant grant = client_.call("lease grant", "/v3/lease/grant", {{"TTL", ttl_seconds}},
-                                  grant_timeout, decode_lease_grant);
+                                  std::max(asking, kReleaseBudget), decode_lease_grant, nullptr,
+                                  Deadline::after(asking));
   id_ = grant.id;
   // etcd may grant a longer TTL than asked (its minimum), never a shorter one: counting with
   // ours stays on the safe side.

@@ -16,7 +16,10 @@ namespace lk {
 
 class EtcdLease {
  public:
-  EtcdLease(const EtcdConfig& config, LeaseTiming timing, std::chrono::milliseconds grant_timeout);
+  // Asks for the lease until `ask_by` (within 5 s), and waits for the answer to what was asked
+  // before then up to the release budget longer: a grant cut short would leave a lease whose ID
+  // we never learned, which nothing revokes until etcd expires it.
+  EtcdLease(const EtcdConfig& config, LeaseTiming timing, Deadline ask_by);
   ~EtcdLease();
   EtcdLease(const EtcdLease&) = delete;
   EtcdLease& operator=(const EtcdLease&) = delete;

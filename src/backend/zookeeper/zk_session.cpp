@@ -113,6 +113,15 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
       if (s) zookeeper_close(s->handle_);
     }
   } guard{this};
+  // Once the wait is over (connect_by passed, or `wake` said stop), a request for a session that
+  // a server already has is still answered before we go: the session it may have made is then
+  // closed at once, rather than left on the server until it expires.
+  enum class Ending { none, unreachable, cancelled } ending = Ending::none;
+  Deadline answer_by = Deadline::never();
+  auto end = [&] {
+    if (ending == Ending::cancelled) throw Cancelled("cancelled");
+    throw ZkUnreachable(where() + "no server gave us a session (is ZooKeeper running there?)");
+  };
   while (true) {
     {
       std::lock_guard lock(mutex_);
@@ -120,18 +129,24 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
       if (state_ == ZOO_EXPIRED_SESSION_STATE || state_ == ZOO_AUTH_FAILED_STATE)
         throw ZkError(where() + "the new session was " + state_name(state_), ZSESSIONEXPIRED);
     }
-    std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
-    if (wake)
-      for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
     // Passed, not merely less than a millisecond left: the caller tells -timeout by passed().
-    if (connect_by.passed())
-      throw ZkUnreachable(where() + "no server gave us a session (is ZooKeeper running there?)");
-    auto left = connect_by.left(std::chrono::hours(24));
+    if (ending == Ending::none && connect_by.passed()) ending = Ending::unreachable;
+    if (ending != Ending::none) {
+      if (zoo_state(handle_) != ZOO_ASSOCIATING_STATE || answer_by.passed()) end();
+      if (answer_by.is_never()) answer_by = Deadline::after(kReleaseBudget);
+    }
+    std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
+    if (wake && ending == Ending::none)
+      for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
+    // The client's state moves to associating without an event: looked at every 10 ms meanwhile.
+    auto left = ending == Ending::none ? connect_by.left(std::chrono::hours(24))
+                                       : std::min(answer_by.left(std::chrono::hours(24)), std::chrono::milliseconds(10));
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     drain_events();
     for (std::size_t i = 1; i < fds.size(); ++i)
-      if ((fds[i].revents & POLLIN) && !wake->keep_going()) throw Cancelled("cancelled");
+      if ((fds[i].revents & POLLIN) && !wake->keep_going()) ending = Ending::cancelled;
   }
+  if (ending != Ending::none) end();  // the guard closes the session we were given meanwhile
   guard.s = nullptr;
   const clientid_t* client = zoo_client_id(handle_);
   id_ = client ? client->client_id : 0;
