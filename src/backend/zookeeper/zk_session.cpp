@@ -146,10 +146,13 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     for (std::size_t i = 1; i < fds.size(); ++i)
       if ((fds[i].revents & POLLIN) && !wake->keep_going()) ending = Ending::cancelled;
   }
-  if (ending != Ending::none) end();  // the guard closes the session we were given meanwhile
-  guard.s = nullptr;
   const clientid_t* client = zoo_client_id(handle_);
   id_ = client ? client->client_id : 0;
+  if (ending != Ending::none) {
+    verbose("ZooKeeper at {} gave us session {:x} after we had stopped waiting: closing it", printable(connect_), id_);
+    end();  // the guard closes it
+  }
+  guard.s = nullptr;
   verbose("ZooKeeper at {} gave us session {:x} with a timeout of {}ms ({}ms asked for)",
           printable(connect_), id_, negotiated_.count(), requested_timeout.count());
 }
