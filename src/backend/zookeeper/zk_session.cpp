@@ -138,7 +138,7 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
     if (wake && ending == Ending::none)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
-    // The client's state moves to associating without an event: looked at every 10 ms meanwhile.
+    // The client leaves that state, for another try, without an event: looked at every 10 ms.
     auto left = ending == Ending::none ? connect_by.left(std::chrono::hours(24))
                                        : std::min(answer_by.left(std::chrono::hours(24)), std::chrono::milliseconds(10));
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));

@@ -45,7 +45,9 @@ class ZkSession {
   using Listener = std::function<void(int type, int state, const std::string& path)>;
 
   // `connect` is ZooKeeper's connect string, host:port[,host:port...][/chroot]. Throws
-  // ZkUnreachable when no server gives us a session by `connect_by`.
+  // ZkUnreachable when no server gives us a session by `connect_by`, Cancelled when `wake` says
+  // stop; either way, a server that has our request for a session by then is given the release
+  // budget to answer it, so that the session it made is closed rather than left to expire.
   ZkSession(const std::string& connect, std::chrono::milliseconds requested_timeout,
             Deadline connect_by, const Wake* wake = nullptr);
   ~ZkSession();
