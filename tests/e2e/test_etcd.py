@@ -210,6 +210,21 @@ class EtcdLossTest(EtcdTestCase):
         self.assertLess(float(read_file(self.path("term"))) - revoked, 0.25 * SLOW)
         code, _, err = self.finish(holder)
         self.assertEqual(code, 1)
+
+    def test_key_deleted_before_the_holds_watch_begins_is_heard_as_it_begins(self):
+        """The hold's watch on its own key begins 100 ms into the hold, from the hold's revision:
+        a deletion before then is heard as it begins, not at the next renewal (500 ms)."""
+        holder = self.start_lock("-shell=false", self.prefix, "/bin/sh", "-c", self.child_that_logs_term())
+        self.wait_file("pid")
+        (key, _), = self.etcd.keys(self.prefix + "/").items()
+        self.etcd.call("/v3/kv/deleterange", {"key": b64(key.encode())})
+        deleted = time.time()
+        self.wait_file("term", "\n")
+        self.assertLess(float(read_file(self.path("term"))) - deleted, (0.1 + 0.25) * SLOW)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1)
+        self.assertIn(f"our key {key} was deleted", err)
+        self.assert_nothing_left()
         self.assertIn("lock lost: our key", err)
         self.assert_nothing_left()
 
