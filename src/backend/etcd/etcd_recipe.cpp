@@ -189,17 +189,15 @@ Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max
 std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,
                                  Deadline deadline, const Interrupt& interrupt) {
   LeaseTiming timing = config.lease.timing();
-  // -timeout bounds the whole wait, the requests before it included (the lease grant's answer
-  // aside: etcd_lease.hpp).
+  // -timeout bounds the whole wait, the requests before it included (but see etcd_lease.hpp).
   auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
   auto lease = std::make_unique<EtcdLease>(config.client, timing, deadline);
   EtcdClient& client = lease->client();
   LeaseWait wait(deadline, interrupt, lease->keeper());
   if (!wait.keep_going()) wait.throw_why(spec.prefix);
 
-  HolderRecord record = HolderRecord::for_this_process(spec.prefix, spec.session_name);
   Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
-               config.lease.value.value_or(record.to_json())};
+               config.lease.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json())};
   // The first look at the queue is the transaction's own read of it.
   std::optional<Queue> known = try_acquire(client, lease->id(), spec, me, budget());
   interrupt.queued();

@@ -113,11 +113,22 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
       if (s) zookeeper_close(s->handle_);
     }
   } guard{this};
-  // Once the wait is over (connect_by passed, or `wake` said stop), a request for a session that
-  // a server already has is still answered before we go: the session it may have made is then
-  // closed at once, rather than left on the server until it expires.
+  wait_for_session(connect_by, wake);
+  guard.s = nullptr;
+  verbose("ZooKeeper at {} gave us session {:x} with a timeout of {}ms ({}ms asked for)",
+          printable(connect_), id_, negotiated_.count(), requested_timeout.count());
+}
+
+// Once the wait is over (connect_by passed, or `wake` said stop), a request for a session that a
+// server already has is still answered before we go: the session it may have made is then closed
+// at once (by the constructor's guard), rather than left on the server until it expires.
+void ZkSession::wait_for_session(Deadline connect_by, const Wake* wake) {
   enum class Ending { none, unreachable, cancelled } ending = Ending::none;
   Deadline answer_by = Deadline::never();
+  auto stop_waiting = [&](Ending why) {
+    ending = why;
+    answer_by = Deadline::after(kReleaseBudget);
+  };
   auto end = [&] {
     if (ending == Ending::cancelled) throw Cancelled("cancelled");
     throw ZkUnreachable(where() + "no server gave us a session (is ZooKeeper running there?)");
@@ -130,11 +141,8 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
         throw ZkError(where() + "the new session was " + state_name(state_), ZSESSIONEXPIRED);
     }
     // Passed, not merely less than a millisecond left: the caller tells -timeout by passed().
-    if (ending == Ending::none && connect_by.passed()) ending = Ending::unreachable;
-    if (ending != Ending::none) {
-      if (zoo_state(handle_) != ZOO_ASSOCIATING_STATE || answer_by.passed()) end();
-      if (answer_by.is_never()) answer_by = Deadline::after(kReleaseBudget);
-    }
+    if (ending == Ending::none && connect_by.passed()) stop_waiting(Ending::unreachable);
+    if (ending != Ending::none && (zoo_state(handle_) != ZOO_ASSOCIATING_STATE || answer_by.passed())) end();
     std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
     if (wake && ending == Ending::none)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
@@ -144,17 +152,14 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     drain_events();
     for (std::size_t i = 1; i < fds.size(); ++i)
-      if ((fds[i].revents & POLLIN) && !wake->keep_going()) ending = Ending::cancelled;
+      if ((fds[i].revents & POLLIN) && !wake->keep_going()) stop_waiting(Ending::cancelled);
   }
   const clientid_t* client = zoo_client_id(handle_);
   id_ = client ? client->client_id : 0;
   if (ending != Ending::none) {
     verbose("ZooKeeper at {} gave us session {:x} after we had stopped waiting: closing it", printable(connect_), id_);
-    end();  // the guard closes it
+    end();
   }
-  guard.s = nullptr;
-  verbose("ZooKeeper at {} gave us session {:x} with a timeout of {}ms ({}ms asked for)",
-          printable(connect_), id_, negotiated_.count(), requested_timeout.count());
 }
 
 ZkSession::~ZkSession() {

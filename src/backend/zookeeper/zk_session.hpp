@@ -105,6 +105,8 @@ class ZkSession {
   std::shared_ptr<Reply> call(const char* op, const std::string& path,
                               std::chrono::milliseconds timeout, const Wake* wake, Send send);
   static void on_event(zhandle_t*, int type, int state, const char* path, void* context);
+  // The constructor's wait for the session, and its id once given; throws as it says.
+  void wait_for_session(Deadline connect_by, const Wake* wake);
 
   std::string connect_;
   zhandle_t* handle_ = nullptr;
