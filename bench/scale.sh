@@ -10,6 +10,8 @@
 #   BENCH_SCALE_N=50,1000 BENCH_SCALE_BACKENDS=etcd,zookeeper bench/scale.sh
 #   BENCH_SCALE_TRY=1000 bench/scale.sh   # and the try path: 1,000 runs of -timeout 100ms at once
 #                                         # against one holder, and what they leave on the server
+#   BENCH_SCALE_HOLD_MS=200 BENCH_SCALE_BACKENDS=consul bench/scale.sh
+#                                         # children holding 200 ms instead of 20
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,8 @@ echo "   load:    $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "   lock:    $("$lock_bin" -version) ($lock_bin)"
 echo "   etcd:    $(etcd --version | head -n1)"
 echo
-echo "== Fleet: N contenders at once on one prefix, child 20 ms"
+hold_ms=${BENCH_SCALE_HOLD_MS:-20}
+echo "== Fleet: N contenders at once on one prefix, child $hold_ms ms"
 exec python3 "$here/scale_bench.py" --lock "$lock_bin" --n "${BENCH_SCALE_N:-10,100,200}" \
-  --backends "${BENCH_SCALE_BACKENDS:-local,etcd,zookeeper,consul}" --try-n "${BENCH_SCALE_TRY:-0}"
+  --backends "${BENCH_SCALE_BACKENDS:-local,etcd,zookeeper,consul}" --try-n "${BENCH_SCALE_TRY:-0}" \
+  --hold-ms "$hold_ms"

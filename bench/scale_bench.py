@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Measurements behind bench/scale.sh: a fleet's cron job, N contenders started at once on one
-prefix of one server, each child holding 20 ms, beside the peer doing the same on the same server.
+prefix of one server, each child holding 20 ms (--hold-ms), beside the peer doing the same on the
+same server.
 
 Per row:
 - drain: the time until the last contender is done;
@@ -33,7 +34,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "consul_double"))
 from etcd_bench import all_at_once, cpu_seconds, run  # noqa: E402
 
-CHILD = ["sleep", "0.02"]
 LOCAL_ROUNDS = 3
 
 
@@ -69,7 +69,7 @@ class Etcd(Served):
     def environment(self):
         return dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=self.server.url)
 
-    def argv(self, tool, prefix, child=CHILD, flags=()):
+    def argv(self, tool, prefix, child, flags=()):
         if tool == "lock":
             return [self.lock, "-backend", "etcd", *flags, "-shell=false", prefix, *child]
         return ["/usr/bin/etcdctl", "lock", prefix, *child]
@@ -99,7 +99,7 @@ class ZooKeeper(Served):
     def environment(self):
         return dict(os.environ, ZOOKEEPER_ENDPOINTS=self.server.connect_string)
 
-    def argv(self, tool, prefix, child=CHILD, flags=()):
+    def argv(self, tool, prefix, child, flags=()):
         if tool == "lock":
             return [self.lock, "-backend", "zookeeper", *flags, "-shell=false", prefix, *child]
         return ["/usr/bin/python3", os.path.join(HERE, "kazoo_lock.py"), self.server.connect_string,
@@ -133,7 +133,7 @@ class Consul(Served):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCK_", "CONSUL_"))}
         return dict(env, SHELL="/bin/sh", CONSUL_HTTP_ADDR=self.server.http_addr)
 
-    def argv(self, tool, prefix, child=CHILD, flags=()):
+    def argv(self, tool, prefix, child, flags=()):
         head = [self.lock] if tool == "lock" else [sys.executable, os.path.join(ROOT, "tests", "consul_double", "consul_peer.py")]
         return [*head, *flags, "-n", str(self.n), "-shell=false", prefix, *child]
 
@@ -162,7 +162,7 @@ class Local:
     def __exit__(self, *exc):
         pass
 
-    def argv(self, tool, prefix, child=CHILD, flags=()):
+    def argv(self, tool, prefix, child, flags=()):
         if tool == "lock":
             return [self.lock, *flags, "-shell=false", prefix, *child]
         return ["/usr/bin/flock", os.path.join(self.scratch, prefix.replace("/", "_")), *child]
@@ -295,7 +295,9 @@ def main():
     ap.add_argument("--n", default="10,100,200")
     ap.add_argument("--backends", default="local,etcd,zookeeper,consul")
     ap.add_argument("--try-n", type=int, default=0, help="also the try path at this many contenders")
+    ap.add_argument("--hold-ms", type=int, default=20, help="how long each contender's child holds")
     a = ap.parse_args()
+    child = ["sleep", str(a.hold_ms / 1000)]
     sizes = [int(x) for x in a.n.split(",")]
     failed = False
     with tempfile.TemporaryDirectory() as scratch:
@@ -313,12 +315,12 @@ def main():
                     # then, and that work is neither tool's. A round of 10 left some of it to the
                     # first measured run (1.5x its tool's CPU at N = 200); one of 100 does not.
                     for tool in ("lock", backend.peer):
-                        fleet(backend, backend.argv(tool, f"warm-{tool.split()[0]}"), min(100, max(sizes)), 1, scratch)
+                        fleet(backend, backend.argv(tool, f"warm-{tool.split()[0]}", child), min(100, max(sizes)), 1, scratch)
                     for i, n in enumerate(sizes):
                         rows = {}
                         for tool in ("lock", backend.peer)[::-1 if i % 2 else 1]:
                             prefix = f"scale{n}-{tool.split()[0]}-{time.time_ns()}"
-                            rows[tool] = fleet(backend, backend.argv(tool, prefix), n,
+                            rows[tool] = fleet(backend, backend.argv(tool, prefix, child), n,
                                                LOCAL_ROUNDS if local else 1, scratch)
                             failed |= not rows[tool]["ok"]
                             if isinstance(backend, Consul) and tool != "lock":  # no time nor memory on a double

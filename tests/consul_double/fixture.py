@@ -280,14 +280,16 @@ class ConsulDouble:
 
     def reply_fault(self, path, *, method=None, prefix=False, query=None, times=1,
                     seconds=None, mode="reply", status=200, body="", headers=None,
-                    hang_seconds=3600):
+                    hang_seconds=3600, delay_seconds=0):
         """The next `times` requests (None: all, for `seconds` if given) whose method, raw path
         (or path prefix) and raw query (a substring) match get, instead of the real answer:
-        mode "reply": this status, body and headers; "endless": a 200 whose body never ends;
+        mode "reply": this status, body and headers, delay_seconds after the request came;
+        "endless": a 200 whose body never ends;
         "hang": no answer for hang_seconds (or until heal()), then a dropped connection."""
         self.control("POST", "/fault/reply", method=method, path=path, prefix=prefix,
                      query=query, times=times, seconds=seconds, mode=mode, status=status,
-                     body=body, headers=headers or {}, hang_seconds=hang_seconds)
+                     body=body, headers=headers or {}, hang_seconds=hang_seconds,
+                     delay_seconds=delay_seconds)
 
     def index_fault(self, mode, seconds):
         """For `seconds`, blocking queries answer at once with the real entries and an index

@@ -61,7 +61,8 @@ class ReplyRule:
     """A canned answer for the requests that match: `method` (None for any), `path` (exact, or
     a prefix with prefix=True), `query` (a substring of the raw query, or None), for the next
     `times` matches (None: all) within `seconds` (None: no end). mode "reply" sends status,
-    headers and body; "endless" a 200 whose body never ends; "hang" no answer at all until the
+    headers and body, `delay_seconds` after the request came (or once the fault heals);
+    "endless" a 200 whose body never ends; "hang" no answer at all until the
     rule's `hang_seconds` pass (or the connection goes), then drops the connection."""
 
     def __init__(self, spec):
@@ -77,6 +78,7 @@ class ReplyRule:
         self.headers = dict(spec.get("headers") or {})
         self.body = spec.get("body", "").encode()
         self.hang_seconds = float(spec.get("hang_seconds", 3600))
+        self.delay_seconds = float(spec.get("delay_seconds", 0))
 
     def live(self):
         return (self.times is None or self.times > 0) and (
@@ -446,6 +448,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return self._drop()
+        if rule.delay_seconds:
+            self.server.double.faults.hang(conn, rule.delay_seconds)
         self._send(endpoints.Response(rule.status, rule.body, rule.headers))
 
     def _read_body(self):

@@ -513,6 +513,35 @@ class ConsulLossTest(ConsulTestCase):
         self.assertTrue(os.path.exists(self.path("ran")))
         self.assert_nothing_left()
 
+    def test_a_race_lost_to_a_holder_already_gone_is_no_lock_delay(self):
+        # The waiter finds .lock free and asks for it; before its refusal comes back, another
+        # session takes the key and lets it go. The waiter then finds the key free again, but
+        # changed: no lock-delay, as api.Lock would take it for (pausing 5 s with the lock free),
+        # but a race lost to a holder already gone. It looks again at once.
+        key = f"{self.prefix}/.lock"
+        first, second = self.consul.session_create(), self.consul.session_create()
+        self.assertTrue(self.consul.put(key, acquire=first, flags=LOCK_FLAGS))
+        waiter = self.start_lock("-verbose", self.prefix, "touch " + self.path("ran"))
+        self.wait_waiting(3)
+        self.consul.reply_fault(f"/v1/kv/{key}", method="PUT", query="acquire=", body="false",
+                                delay_seconds=1.0)
+        self.assertTrue(self.consul.put(key, release=first, flags=LOCK_FLAGS))
+        asked = wait_for(lambda: next((q["at"] for q in self.consul.requests() if q["method"] == "PUT"
+                                       and q["path"] == f"/v1/kv/{key}" and "acquire=" in q["query"]
+                                       and first not in q["query"]), None),
+                         what="the waiter's acquire")
+        self.assertTrue(self.consul.put(key, acquire=second, flags=LOCK_FLAGS))
+        self.assertTrue(self.consul.put(key, release=second, flags=LOCK_FLAGS))
+        self.wait_file("ran")
+        self.assertLess(time.monotonic() - asked, 1 + 1.5 * SLOW)  # not 1 + 5 s
+        code, _, err = self.finish(waiter)
+        self.assertEqual(code, 0, err)
+        self.assertIn("was taken and let go before our acquire", err)
+        self.assertNotIn("lock-delay", err)
+        for session in (first, second):
+            self.consul.session_destroy(session)
+        self.assert_nothing_left()
+
     def test_5xx_shorter_than_the_retries_is_ridden_out(self):
         holder = self.start_lock("-monitor-retry", "3", "-shell=false", self.prefix, "/bin/sh",
                                  "-c", self.child_that_logs_term())
