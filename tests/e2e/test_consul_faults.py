@@ -418,14 +418,20 @@ class MessageTest(ConsulFaultCase):
 
     def test_retry_after_while_waiting_is_waited_out(self):
         holder = self.hold(prefix=self.prefix)
+        # The holder's watch on its key must be blocking already, or the fault meant for the
+        # waiter could answer it instead.
+        wait_for(lambda: any(q["path"] == f"/v1/kv/{self.prefix}/.lock" and "index=" in q["query"]
+                             for q in self.consul.requests()), what="the holder's watch")
         self.consul.clear_requests()
         self.consul.reply_fault(f"/v1/kv/{self.prefix}/.lock", method="GET", query="index=",
                                 status=503, body="No cluster leader",
                                 headers={"Retry-After": "1"})
         waiter = self.start_lock("-timeout", "30s", self.prefix, "touch " + self.path("ran"))
-        wait_for(lambda: len([q for q in self.consul.requests()
-                              if "index=" in q["query"]]) >= 2, 10, "the waiter to ask again")
-        waits = [q["at"] for q in self.consul.requests() if "index=" in q["query"]]
+
+        def waits():
+            return [q["at"] for q in self.consul.requests() if "index=" in q["query"]]
+        wait_for(lambda: len(waits()) >= 2, 10, "the waiter to ask again")
+        waits = waits()
         self.assertGreaterEqual(waits[1] - waits[0], 0.9)
         self.assert_running(waiter)
         self.release()
