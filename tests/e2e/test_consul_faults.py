@@ -428,10 +428,10 @@ class MessageTest(ConsulFaultCase):
                                 headers={"Retry-After": "1"})
         waiter = self.start_lock("-timeout", "30s", self.prefix, "touch " + self.path("ran"))
 
-        def waits():
+        def blocking_queries():
             return [q["at"] for q in self.consul.requests() if "index=" in q["query"]]
-        wait_for(lambda: len(waits()) >= 2, 10, "the waiter to ask again")
-        waits = waits()
+        wait_for(lambda: len(blocking_queries()) >= 2, 10, "the waiter to ask again")
+        waits = blocking_queries()
         self.assertGreaterEqual(waits[1] - waits[0], 0.9)
         self.assert_running(waiter)
         self.release()

@@ -122,13 +122,14 @@ std::unique_ptr<Hold> ConsulContention::lock() {
     // Refused: someone else was quicker (wait on them), or a lock-delay is in force.
     waits.stalled();
     KvRead again = client_.get(key, false);
-    waits.answered(again.index, fingerprint(again.pairs), milliseconds(0));
+    std::uint64_t found_again = fingerprint(again.pairs);
+    waits.answered(again.index, found_again, milliseconds(0));
     if (!again.pairs.empty() && !again.pairs[0].session.empty()) return nullptr;
     // api.Lock takes any key found free again for a lock-delay, and pauses 5 s with the lock
     // free. But a key that changed since we found it free was taken and let go in between: we
     // lost a race to a holder already gone, and look again at once. Only a key just as we
     // found it (or missing both times) leaves a lock-delay as the reason.
-    if (fingerprint(again.pairs) != fingerprint(r.pairs)) {
+    if (found_again != fingerprint(r.pairs)) {
       verbose("{} was taken and let go before our acquire; looking again", key);
       wait_.pause(waits.stalled());
       return nullptr;
