@@ -354,6 +354,17 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
   chosen->configure(o, was_given);
 }
 
+// The hold's end is told as a date (-status, systemd's status): it must fit the wall clock, whose
+// nanoseconds since 1970 run out in 2262. Whole hours, so that the range reads as one.
+void check_min_hold(std::chrono::nanoseconds min_hold) {
+  using namespace std::chrono;
+  auto longest = floor<hours>(system_clock::time_point::max() - system_clock::now());
+  if (min_hold < 0ns || min_hold > longest)
+    throw UsageError("-min-hold must be between 0s and " + std::to_string(longest.count()) +
+                     "h (its end must fit the clock, which ends in 2262), not " +
+                     format_go_duration(min_hold));
+}
+
 // What one flag's value cannot tell alone: its sign, or how it goes with the others and with the
 // `words` after the options (the prefix and the child). Consul's own wording where `consul lock`
 // has one.
@@ -367,7 +378,7 @@ void check_together(const Options& o, std::size_t words) {
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
-  if (o.min_hold.count() < 0) throw UsageError("-min-hold must not be negative");
+  check_min_hold(o.min_hold);
 }
 
 }  // namespace

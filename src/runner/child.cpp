@@ -56,6 +56,7 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     close(null);
   }
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
+  if (spec.ignore_sigchld) signal(SIGCHLD, SIG_IGN);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   execvpe(argv[0], argv, envp);
   fail(report, errno);

@@ -19,6 +19,7 @@ struct ChildSpec {
   bool take_terminal = false;     // its stdin is the terminal and lock in its foreground: give
                                   // it the terminal now
   std::vector<int> inherit_fds;   // descriptors to keep open across exec
+  bool ignore_sigchld = false;    // as lock was started: its starter needs the default
 };
 
 // The argv `consul lock` would run: $SHELL -c "<words joined by spaces>" (/bin/sh when SHELL is

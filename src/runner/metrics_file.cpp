@@ -1,18 +1,20 @@
 #include "runner/metrics_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "util/error.hpp"
 #include "util/printable.hpp"
 #include "util/unique_fd.hpp"
+#include "util/untrusted_file.hpp"
 
 namespace lk {
 namespace {
@@ -20,7 +22,7 @@ namespace {
 constexpr const char* kOutcomes[] = {"running", "ran", "conflict", "lost", "error", "interrupted"};
 constexpr const char* kLastSuccess = "lock_last_success_timestamp_seconds";
 // Enough for any file lock writes, whatever its prefix; a larger one is not ours to carry over.
-constexpr std::streamsize kMaxRead = 1 << 20;
+constexpr std::size_t kMaxRead = 1 << 20;
 
 // A label value as the exposition format quotes it.
 std::string label_value(std::string_view text) {
@@ -48,6 +50,49 @@ double unix_now() {
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void warn(const std::string& what) {
+  fmt::print(stderr, "lock: warning: -metrics-file: {}\n", what);
+}
+
+// What lock finds at the path decides what it does there. A regular file is what lock writes:
+// its last success is carried over when it is small enough to be one of lock's files. A FIFO, a
+// symbolic link or a socket is what a neighbour who can write to the directory plants, to hang
+// lock or to have it read a file they cannot: nothing is read from it, and it is replaced, since
+// rename(2) replaces the name itself, never what a link points to; monitoring then goes on, its
+// last success at 0 so that the alert on its age fires rather than the series going quiet. A
+// directory or a device is left as it is: rename(2) cannot replace a directory, and only root
+// can make a device, so one there is the operator's own (/dev/null as a script's default), which
+// replacing would break. Either way a warning says so. What changes between these checks and the
+// rename is harmless: the rename writes through nothing, and no neighbour can plant a device.
+void check_replaceable(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 &&
+      (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    throw Error(printable(path) + " is a directory or a device; left as it is");
+}
+
+// The text of the previous version, read only if it is a regular file of at most kMaxRead bytes;
+// "" when there is none. Throws Error saying why it cannot be read.
+std::string previous_text(const std::string& path) {
+  UniqueFd fd = open_untrusted_file(AT_FDCWD, path.c_str(), O_RDONLY);
+  if (!fd && errno == ENOENT) return "";
+  if (!fd && errno == ENOTSUP)
+    throw Error(printable(path) + " is not a regular file (a link, FIFO or socket)");
+  auto text = fd ? read_untrusted_file(fd.get(), kMaxRead) : std::nullopt;
+  if (!text) throw sys_error("cannot read " + printable(path));
+  return *text;
+}
+
+// The last success that the previous version records, or 0 with a warning when it cannot be read.
+double carried_over_success(const std::string& path, const RunFacts& run) {
+  try {
+    return last_success_in(previous_text(path), run, unix_now());
+  } catch (const Error& e) {
+    warn(std::string(e.what()) + "; no last success carried over");
+    return 0;
+  }
+}
 
 }  // namespace
 
@@ -78,7 +123,7 @@ std::string metrics_text(const RunFacts& run) {
   return out;
 }
 
-double last_success_in(std::string_view text, const RunFacts& run) {
+double last_success_in(std::string_view text, const RunFacts& run, double now) {
   std::string series = std::string(kLastSuccess) + "{" + labels(run) + "} ";
   for (std::size_t at = 0; at < text.size();) {
     auto end = text.find('\n', at);
@@ -88,17 +133,18 @@ double last_success_in(std::string_view text, const RunFacts& run) {
     auto number = line.substr(series.size());
     double value = 0;
     auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (ec == std::errc() && ptr == number.data() + number.size() && std::isfinite(value) &&
-        value > 0)
+    if (ec == std::errc() && ptr == number.data() + number.size() && value > 0 && value <= now)
       return value;
   }
   return 0;
 }
 
 void replace_file(const std::string& path, std::string_view text) {
-  std::string temp = fmt::format("{}.{}.tmp", path, getpid());
   auto failed = [&] { return sys_error("cannot write " + printable(path)); };
-  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+  // Made with O_EXCL under a random name: whatever someone planted beside `path` is neither
+  // written through nor in the way.
+  std::string temp = path + ".XXXXXX.tmp";
+  UniqueFd fd(mkostemps(temp.data(), 4, O_CLOEXEC));
   if (!fd) throw failed();
   struct RemoveOnThrow {
     const std::string& temp;
@@ -107,6 +153,7 @@ void replace_file(const std::string& path, std::string_view text) {
       if (!done) unlink(temp.c_str());
     }
   } guard{temp};
+  if (fchmod(fd.get(), 0644) != 0) throw failed();
   for (std::size_t at = 0; at < text.size();) {
     ssize_t n = write(fd.get(), text.data() + at, text.size() - at);
     if (n < 0 && errno == EINTR) continue;
@@ -145,15 +192,12 @@ void MetricsFile::ended(Outcome outcome, std::optional<int> child_status) {
 void MetricsFile::write() {
   if (path_.empty()) return;
   try {
-    std::ifstream previous(path_, std::ios::binary);
-    std::string text(static_cast<std::size_t>(kMaxRead), '\0');
-    previous.read(text.data(), kMaxRead);
-    text.resize(static_cast<std::size_t>(previous.gcount()));
-    run_.last_success = last_success_in(text, run_);
+    check_replaceable(path_);
+    run_.last_success = carried_over_success(path_, run_);
     if (run_.outcome == Outcome::ran && run_.child_status == 0) run_.last_success = *run_.ended;
     replace_file(path_, metrics_text(run_));
   } catch (const Error& e) {
-    fmt::print(stderr, "lock: warning: -metrics-file: {}\n", e.what());
+    warn(e.what());
   }
 }
 

@@ -32,15 +32,20 @@ struct RunFacts {
 std::string metrics_text(const RunFacts& run);
 
 // The last success that `text`, an earlier version of the file, records for `run`'s prefix and
-// backend; 0 when it records none (another prefix's, a malformed or a negative value is none).
-double last_success_in(std::string_view text, const RunFacts& run);
+// backend; 0 when it records none. Another prefix's, a malformed value, and one outside
+// [0, `now`] are none: a success from the future would keep the alert on its age quiet for good.
+double last_success_in(std::string_view text, const RunFacts& run, double now);
 
-// Replaces `path` with `text`: written to `path`.<pid>.tmp, flushed to disk, renamed over `path`.
-// Throws Error ("cannot write <path>: <why>"); the temporary file is removed then.
+// Replaces `path` with `text`: written to a temporary file beside it, under a name no one can
+// guess (`path`.XXXXXX.tmp) and readable by all (0644, for node_exporter's user), flushed to
+// disk, renamed over `path`. Throws Error ("cannot write <path>: <why>"); the temporary file is
+// removed then.
 void replace_file(const std::string& path, std::string_view text);
 
-// The file of one run, written at acquisition and at the end. A file that cannot be written is
-// a warning on stderr, not a failure: the job matters more than its report.
+// The file of one run, written at acquisition and at the end. The previous version is read as an
+// untrusted file (util/untrusted_file.hpp): the directory may be writable by others. A file that
+// cannot be read or written is a warning on stderr, not a failure: the job matters more than its
+// report.
 class MetricsFile {
  public:
   explicit MetricsFile(const Options& options);  // writes nothing without -metrics-file

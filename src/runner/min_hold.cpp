@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -10,11 +11,15 @@
 namespace lk {
 namespace {
 
-// `until` on the wall clock, rounded up to the second: never earlier than the hold's end.
+// `until` on the wall clock, rounded up to the second: never earlier than the hold's end. The
+// flag's range keeps it within the clock as lock starts; a wait of as long as that range's
+// slack saturates it, rather than wrap it around to the 17th century.
 std::string utc_text_of(Clock::time_point until) {
   using namespace std::chrono;
-  auto wall = system_clock::now() + duration_cast<system_clock::duration>(until - Clock::now());
-  return HolderRecord::utc_text(ceil<seconds>(wall));
+  auto now = system_clock::now();
+  system_clock::duration room = floor<seconds>(system_clock::time_point::max() - now) - 1s;
+  auto left = std::min(duration_cast<system_clock::duration>(until - Clock::now()), room);
+  return HolderRecord::utc_text(ceil<seconds>(now + left));
 }
 
 }  // namespace

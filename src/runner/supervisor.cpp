@@ -48,6 +48,7 @@ bool Supervisor::start_child(const ChildStart& start) {
   // Waiting for the child's exec costs lock a wake-up; only systemd's READY=1, the terminal and
   // -verbose need to know of it before it ends.
   bool wait = static_cast<bool>(systemd_) || start.on_terminal || verbose_enabled();
+  keep_watchdog_running();  // stopped, it would never answer
   Start started = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
   switch (started.outcome) {
     case Start::gone:
@@ -118,7 +119,10 @@ void Supervisor::take_reports() {
 }
 
 void Supervisor::on_signal(int sig) {
-  if (sig == SIGCHLD) return reap();
+  if (sig == SIGCHLD) {
+    keep_watchdog_running();
+    return reap();
+  }
   if (sig == SIGTTOU) return;
   if (Signals::is_stop(sig)) {
     if (!result_.stop_signal) result_.stop_signal = sig;
@@ -251,6 +255,14 @@ void Supervisor::kill_orphans() {
   reap();
 }
 
+// Whoever stopped it, it must go on: a stopped watchdog would neither reap the child nor stop
+// the tree should lock die. Said on stderr: no part of lock stops it.
+void Supervisor::keep_watchdog_running() {
+  if (auto sig = watchdog_.continue_if_stopped())
+    fmt::print(stderr, "lock: warning: lock's watchdog (pid {}) was stopped by {}; continued it\n",
+               watchdog_.pid(), signal_name(*sig));
+}
+
 void Supervisor::reap() {
   if (!orphans_) return;  // our only child of the tree's is the watchdog, heard from on its socket
   auto reaped = orphans_->reap();
@@ -279,7 +291,8 @@ void Supervisor::suspend() {
   watchdog_.send(Command::resume);
 }
 
-void Supervisor::stop(int sig, const std::string& why) {
+void Supervisor::stop(int stop_signal, const std::string& why) {
+  int sig = signals_.for_child(stop_signal);
   verbose("{}; sending {} to the child tree", why, signal_name(sig));
   if (child_running_) systemd_.stopping("stopping the child: " + why);  // before the child hears
   stopping_ = true;

@@ -35,7 +35,7 @@ struct ChildStart {
 //                   lease's deadline came without a renewal) or the kill; the tree is gone
 //   watchdog died   before the tree did: what is left of the tree comes back to us, its
 //                   subreaper, and we kill it (the child itself died with the watchdog)
-//   SIGCHLD         only then: reap it
+//   SIGCHLD         the watchdog was stopped: continue it; once it died: reap the tree's rest
 //   systemd timer   a watchdog ping, when systemd asked for them
 // and it returns only once the whole child tree is gone.
 class Supervisor {
@@ -62,6 +62,7 @@ class Supervisor {
   void refused();
   void on_watchdog_died();
   void kill_orphans();
+  void keep_watchdog_running();
   void reap();
   void stop(int sig, const std::string& why);
   void suspend();

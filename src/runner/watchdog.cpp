@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,10 @@ using watchdog::Report;
 using watchdog::ReportMessage;
 
 Watchdog::Watchdog(const WatchdogSetup& setup) {
+  // The child runs as our user, which may trace any of that user's processes that are dumpable:
+  // one attached to the watchdog would keep it from ever acting, and then kill lock. Neither
+  // of us is, from here on (the watchdog inherits it); the child is again, from its exec.
+  if (prctl(PR_SET_DUMPABLE, 0) < 0) throw sys_error("cannot start the watchdog");
   void* memory = mmap(nullptr, sizeof(watchdog::Shared), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) throw sys_error("cannot start the watchdog");
@@ -38,6 +43,15 @@ Watchdog::Watchdog(const WatchdogSetup& setup) {
 }
 
 Watchdog::~Watchdog() { socket_.reset(); }
+
+std::optional<int> Watchdog::continue_if_stopped() {
+  // Neither reaped nor waited for as it exits (WEXITED is not asked): that stays on_watchdog_died's.
+  siginfo_t info{};
+  if (died_ || waitid(P_PID, pid_, &info, WSTOPPED | WNOHANG) < 0 || info.si_pid != pid_)
+    return std::nullopt;
+  kill(pid_, SIGCONT);  // our own child, not yet reaped: it cannot be a stranger
+  return info.si_status;
+}
 
 void Watchdog::Unmap::operator()(watchdog::Shared* shared) const { munmap(shared, sizeof *shared); }
 

@@ -17,8 +17,10 @@
 //                            lock that is stopped, paused, swapped out or wedged cannot keep the
 //                            child past it (stop_plan.hpp)
 // and holds the hold's descriptors (the local backend's slot) until the tree is gone. A watchdog
-// stopped by hand is continued with every stop lock asks for: SIGCONT to our own child, which
-// cannot be a stranger while we have not reaped it.
+// that is stopped (by hand, or by the child) is continued as soon as lock hears of it, and with
+// every stop lock asks for: SIGCONT to our own child, which cannot be a stranger while we have
+// not reaped it. Neither lock nor the watchdog is dumpable, so that the child, which runs as our
+// user, cannot trace either.
 #include <sys/types.h>
 
 #include <memory>
@@ -77,6 +79,9 @@ class Watchdog {
   // the watchdog's end closed, and died() then says so.
   std::optional<watchdog::ReportMessage> take(bool wait = false);
   bool died() const { return died_; }
+  // A watchdog stopped (by the child, say: `kill -STOP $PPID`) cannot reap the child, nor stop
+  // the tree when lock dies: continued at once. Returns the signal that stopped it, if it was.
+  std::optional<int> continue_if_stopped();
   // Closes our end and waits for the watchdog to exit, which it does once the tree is gone: what
   // an error that cuts a run short must do before the hold is given up.
   void end();

@@ -93,7 +93,8 @@ void TreeGuard::run() {
 void TreeGuard::start(Spawn spawn) {
   read_deadline();
   if (plan_.stop_due(Clock::now())) return report({Report::refused});
-  ChildSpec spec{setup_.argv, std::move(spawn.env), setup_.pass_stdin, spawn.take_terminal, {}};
+  ChildSpec spec{setup_.argv, std::move(spawn.env), setup_.pass_stdin, spawn.take_terminal, {},
+                 signals_.ignored_at_start(SIGCHLD)};
   for (const auto& fd : spawn.fds) spec.inherit_fds.push_back(fd.get());
   held_ = std::move(spawn.fds);
   signals_.take();  // sent while we waited: not the child's, which did not exist

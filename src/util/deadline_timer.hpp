@@ -8,4 +8,8 @@ namespace lk {
 // that polls other descriptors too. Throws Error when the kernel gives no timer.
 UniqueFd deadline_timer(const Deadline& deadline);
 
+// Sets such a descriptor to `deadline` instead, and unreadable until then: one timer can stand for
+// a deadline that moves.
+void set_deadline_timer(int timer, const Deadline& deadline);
+
 }  // namespace lk

@@ -876,6 +876,7 @@ class ConsulStatusWatchTest(StatusWatch, ConsulTestCase):
     """-status -watch: blocking queries on the prefix, each from the index the last answered."""
 
     BUDGET = (("-session-ttl", "10s", "-kill-after", "5s"), 4.0)  # Consul's TTLs start at 10 s
+    RENEW = 5.0  # with its default TTL of 15 s
 
     @contextlib.contextmanager
     def proxy(self):

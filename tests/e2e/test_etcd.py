@@ -1,7 +1,9 @@
 """The etcd backend against a real etcd: etcd's own mutex layout shared with `etcdctl lock`, the
 semaphore, loss of the lease, the lease-safe deadline, and nothing left behind."""
 
+import concurrent.futures
 import contextlib
+import http.client
 import json
 import os
 import shutil
@@ -13,8 +15,8 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase, b64, grpc_calls
 from fault_proxy import FaultProxy, HttpRequestLog
-from harness import (LOCK, SLOW, Fleet, OperatorFlags, StatusWatch, ThreeSlots, Watch, max_overlap, pid_alive, read_file,
-                     wait_for)
+from harness import (LOCK, SLOW, Fleet, OperatorFlags, StatusWatch, ThreeSlots, Watch, assert_coalesced, max_overlap,
+                     most_states, pid_alive, read_file, wait_for)
 from notify_socket import NotifiesWhileWaiting
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
@@ -429,9 +431,11 @@ class EtcdStatusWatchTest(StatusWatch, EtcdTestCase):
         with FaultProxy(host, int(port), on_upstream=log) as proxy:
             yield proxy, lambda: [r for _, r in log.requests()], ["-endpoints", proxy.url]
 
-    def test_every_state_between_two_looks_is_shown(self):
-        """A holder that comes and goes while the watch's connection is cut is shown all the
-        same, once it is back: the watch resumes from the revision it last applied."""
+    def test_changes_made_during_a_cut_are_replayed_in_order(self):
+        """A holder that comes and goes while the watch's connection is cut, and one that stays:
+        once back, the watch resumes from the revision it last applied, and what it prints of the
+        changes replayed is in their order (a burst may print as fewer states), ending with the
+        state they settled in."""
         with self.proxy() as (proxy, _, via):
             watch = Watch(self, "-json", *via, self.prefix)
             watch.until(lambda o: not o["held"], "the first status")
@@ -439,15 +443,54 @@ class EtcdStatusWatchTest(StatusWatch, EtcdTestCase):
             self.assertEqual(self.run_lock("-name", "brief", self.prefix, "true").returncode, 0)
             holder = self.hold("-name", "after", prefix=self.prefix)
             proxy.set_mode("pass")
-            names = [[h["name"] for h in o["holders"]] for o in
-                     (watch.until(lambda o: o["held"], "the brief holder"),
-                      watch.until(lambda o: not o["held"], "the brief holder gone"),
-                      watch.until(lambda o: o["held"], "the next holder"))]
-            self.assertEqual(names, [["brief"], [], ["after"]])
+            names = [[h["name"] for h in o["holders"]]
+                     for o in watch.states_until(lambda o: o["held"] and o["holders"][0]["name"] == "after",
+                                                 "the next holder")]
+            replayed = iter([["brief"], [], ["after"]])
+            self.assertTrue(all(n in replayed for n in names), names)
             self.release()
             self.assert_succeeds(holder)
             watch.until(lambda o: o["limit"] == 0, "the holder gone")
             self.assertEqual(watch.stop(), (0, "", ""))
+
+    def test_a_burst_of_changes_prints_as_a_few_states_ending_with_the_settled_one(self):
+        """1,000 keys written under the prefix, each in a request and a revision of its own that
+        the watch hears in turn: it prints a few states, the last of them the one the burst
+        settled in. A change after that is printed at once."""
+        burst = 1000
+        watch = Watch(self, "-json", self.prefix)
+        watch.until(lambda o: not o["held"], "the first status")
+        started = time.monotonic()
+        self.put_each([f"{self.prefix}/k{n:04}" for n in range(burst)])
+        states = watch.states_until(lambda o: len(o["holders"]) + len(o["waiters"]) == burst,
+                                    "the settled state", most=most_states(burst))
+        assert_coalesced(self, states, time.monotonic() - started)
+        changed = time.monotonic()
+        self.etcd.call("/v3/kv/deleterange", {"key": b64(f"{self.prefix}/".encode()),
+                                              "range_end": b64(f"{self.prefix}0".encode())})
+        self.assertEqual(json.loads(watch.next())["held"], False)  # the next line: nothing in between
+        self.assertLess(time.monotonic() - changed, 1.0 * SLOW)
+        self.assertEqual(watch.stop(), (0, "", ""))
+
+    def put_each(self, keys, connections=8):
+        """Writes each key (empty), one request and one revision each, over a few connections
+        at once (etcd commits requests that come together at once)."""
+        host, port = self.etcd.url.split("//")[1].rsplit(":", 1)
+
+        def put(share):
+            conn = http.client.HTTPConnection(host, int(port), timeout=10)
+            try:
+                for key in share:
+                    conn.request("POST", "/v3/kv/put", json.dumps({"key": b64(key.encode())}))
+                    reply = conn.getresponse()
+                    if reply.status != 200:
+                        return f"{key}: {reply.status} {reply.read()!r}"
+                    reply.read()
+            finally:
+                conn.close()
+        with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+            failed = [f for f in pool.map(put, [keys[k::connections] for k in range(connections)]) if f]
+        self.assertEqual(failed, [])
 
 
 class EtcdOperatorsTest(OperatorFlags, EtcdTestCase):

@@ -2,10 +2,12 @@
 package) run as they are written, and README.md and the manual page show them word for word.
 
 systemd does not run here, so the unit's ExecStart is run directly, as systemd would run it, with
-the built binary for /usr/bin/lock and a free port for %i; `systemd-analyze verify` checks the
+the built binary for /usr/bin/lock, a free port for %i, and the environment systemd would give it
+(its PATH and the unit's Environment=, nothing of the test's); `systemd-analyze verify` checks the
 unit where it is installed. The crontab line's command runs with /bin/sh -c in cron's environment,
-with the built binary for /usr/bin/lock and a stand-in for the report job in $HOME/bin. Both use
-the test's private state directory (LOCK_STATE_DIR) instead of the user's default."""
+with the built binary for /usr/bin/lock and a stand-in for the report job in $HOME/bin. On the local
+backend both use the test's private state directory (LOCK_STATE_DIR) instead of the user's
+default, the one variable they are given that their unit or crontab does not set."""
 
 import http.client
 import json
@@ -150,8 +152,11 @@ class SystemdUnitTest(LockTestCase):
         log = open(self.path(f"web@{port}.log"), "a")
         self.addCleanup(log.close)
         sock = NotifySocket(self, abstract=True)
-        proc = self.start_lock(*self.exec_start(port), stdout=log, stderr=subprocess.STDOUT,
-                               env=dict(self.env, NOTIFY_SOCKET=sock.address))
+        # The unit's environment, and the test's state directory for the user's default one,
+        # which the plain and the sanitized runs of this test would otherwise share.
+        settings = dict(setting.split("=", 1) for setting in self.service.get("Environment", []))
+        env = service_env(settings, NOTIFY_SOCKET=sock.address, LOCK_STATE_DIR=self.state)
+        proc = self.start_lock(*self.exec_start(port), stdout=log, stderr=subprocess.STDOUT, env=env)
         proc.notify = sock
         return proc
 
@@ -408,6 +413,20 @@ class FleetCronTest(EtcdTestCase):
         self.assertGreater(read_metrics(first_metrics, "cron/report", "etcd")["lock_last_success_timestamp_seconds"], 0)
 
 
+# What systemd gives a service besides its unit's Environment= (systemd.exec(5)), and nothing of
+# the test's own: an example must work with its unit's environment alone.
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def service_env(settings, path=SYSTEMD_PATH, **extra):
+    """A service's environment: systemd's PATH (or `path`), the unit's settings and `extra`; the
+    sanitizers' options too, which belong to the build under test rather than to the unit."""
+    env = {"PATH": path, **settings, **extra}
+    if "ASAN_OPTIONS" in os.environ:
+        env["ASAN_OPTIONS"] = os.environ["ASAN_OPTIONS"]
+    return env
+
+
 def exec_argv(unit, **specifiers):
     """A unit's one ExecStart as systemd would split it, with the specifiers given (i="8080")
     expanded, and its Environment= settings, as (argv, {name: value})."""
@@ -440,8 +459,10 @@ class SystemdPairTest(EtcdTestCase):
         self.leader_file = self.path("api-leader")
 
     def unit_env(self, settings):
-        self.assertEqual(list(settings), ["ETCDCTL_ENDPOINTS"])  # pointed at the test's etcd here
-        return dict(self.env, ETCDCTL_ENDPOINTS=self.etcd.url, PATH=f"{self.bin}:/usr/bin:/bin")
+        self.assertIn("ETCDCTL_ENDPOINTS", settings)
+        # Pointed at the test's etcd; systemd's PATH finds the built lock first.
+        return service_env(dict(settings, ETCDCTL_ENDPOINTS=self.etcd.url),
+                           path=f"{self.bin}:{SYSTEMD_PATH}")
 
     def instance(self, host):
         port = str(free_port())
@@ -487,6 +508,25 @@ class SystemdPairTest(EtcdTestCase):
         self.assertIsNone(follower.poll())
         os.killpg(follower.pid, signal.SIGTERM)
         self.assertEqual(self.finish(follower)[2], "")
+
+    def test_a_file_planted_beside_the_leader_file_is_not_written_through(self):
+        # Anyone who may write where the file is kept could plant a link at a name the script
+        # writes to first; the holder's -value must not be written into its target.
+        victim = self.path("victim")
+        with open(victim, "w") as f:
+            f.write("kept\n")
+        for name in ("api-leader.tmp", "api-leader"):
+            os.symlink(victim, self.path(name))
+        follower = self.follower()
+        a, a_value, _ = self.instance("host-a")
+        wait_for(lambda: read_file(self.leader_file) == a_value + "\n", 20 * SLOW, "the leader's address")
+        self.assertFalse(os.path.islink(self.leader_file), "the leader file is still the planted link")
+        self.assertEqual(read_file(victim), "kept\n")
+        self.assertEqual(os.stat(self.leader_file).st_mode & 0o777, 0o644)
+        a.send_signal(signal.SIGTERM)
+        self.finish(a)
+        os.killpg(follower.pid, signal.SIGTERM)
+        self.finish(follower)
 
     def test_systemd_analyze_verify(self):
         # verify checks that the commands exist: point them at ones that do.

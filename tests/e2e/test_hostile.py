@@ -1,10 +1,11 @@
 """lock attacked as another user or a hostile peer would: FIFOs, huge sparse files and garbage in
 a shared state directory next to a holder (a second user at every step of another's run is
-test_hostile_users); terminal escapes in every field a peer controls, on every backend, through
-every output; a fencing counter pushed to the end of its range; and a child that kills lock's
-watchdog before lock itself is killed. Whatever they do, every run ends within the bounds README
-promises, says in one line why when it cannot go on, deletes nothing of theirs, lets no control
-character through to a terminal or a log, and never lets two children overlap."""
+test_hostile_users); a FIFO, a link, a planted temporary name and a last success from the future
+where -metrics-file writes; terminal escapes in every field a peer controls, on every backend,
+through every output; a fencing counter pushed to the end of its range; and a child that kills
+lock's watchdog before lock itself is killed. Whatever they do, every run ends within the bounds
+README promises, says in one line why when it cannot go on, deletes nothing of theirs, lets no
+control character through to a terminal or a log, and never lets two children overlap."""
 
 import base64
 import errno
@@ -21,6 +22,7 @@ import uuid
 
 from etcd_server import EtcdTestCase
 from harness import DAEMONIZE, LOCK, SLOW, LockTestCase, pid_alive, read_file, wait_for
+from metrics import outcome, read_metrics
 from notify_socket import NotifySocket
 from test_consul import ConsulTestCase
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing
@@ -258,6 +260,112 @@ class SharedStateDirTest(HostileCase):
         self.assertTrue(tokens, "no run took a token")
         for earlier, later in zip(tokens, tokens[1:]):
             self.assertLess(earlier, later, f"tokens handed out in turn: {tokens}")
+
+
+class MetricsFileTest(HostileCase):
+    """-metrics-file's path in a directory others can write to, as node_exporter's textfile
+    directory may be: what they put at the path or beside it hangs no run, is read or written
+    through by none, and cannot keep the alert on the last success quiet."""
+
+    SERIES = 'lock_last_success_timestamp_seconds{prefix="p",backend="local"}'
+
+    def setUp(self):
+        super().setUp()
+        self.prom = self.path("job.prom")
+
+    def metrics(self):
+        self.assertFalse(os.path.islink(self.prom))
+        return read_metrics(self.prom, "p", "local")
+
+    def warning(self, why):
+        return f"lock: warning: -metrics-file: {self.prom} {why}\n"
+
+    def not_regular(self):
+        return self.warning("is not a regular file (a link, FIFO or socket); "
+                            "no last success carried over")
+
+    def test_a_fifo_at_the_path_hangs_no_run_and_is_replaced(self):
+        os.mkfifo(self.prom)
+        holder = self.hold("-metrics-file", self.prom)
+        self.assertEqual(outcome(self.metrics()), "running")
+        os.kill(holder.pid, signal.SIGTERM)
+        code, _, err = self.finish_bounded(holder, 3)
+        self.assertEqual((code, err), (0, self.not_regular()))
+        m = self.metrics()
+        self.assertEqual((outcome(m), m["lock_last_success_timestamp_seconds"]), ("interrupted", 0))
+
+    def test_a_fifo_put_at_the_path_while_lock_holds_hangs_no_exit(self):
+        holder = self.hold("-metrics-file", self.prom)
+        self.assertEqual(outcome(self.metrics()), "running")
+        os.unlink(self.prom)
+        os.mkfifo(self.prom)
+        self.release()
+        code, _, err = self.finish_bounded(holder, 3)
+        self.assertEqual((code, err), (0, self.not_regular()))
+        m = self.metrics()
+        self.assertEqual((outcome(m), m["lock_last_success_timestamp_seconds"]),
+                         ("ran", m["lock_run_end_timestamp_seconds"]))
+
+    def test_a_link_at_the_path_is_neither_read_nor_written_through(self):
+        # What the link points to is readable by lock's user, not by whoever planted the link.
+        secret = self.path("secret")
+        text = f"{self.SERIES} 1234567.000\n"
+        with open(secret, "w") as f:
+            f.write(text)
+        os.chmod(secret, 0o600)
+        os.symlink(secret, self.prom)
+        code, _, err = self.run_bounded(["-metrics-file", self.prom, "p", "exit 3"], 5)
+        m = self.metrics()
+        self.assertEqual((outcome(m), m["lock_run_child_exit_status"]), ("ran", 3))
+        self.assertEqual(m["lock_last_success_timestamp_seconds"], 0)
+        self.assertEqual(read_file(secret), text)
+        self.assertEqual((code, err.decode()), (0, self.not_regular()))
+
+    def test_a_device_or_a_directory_at_the_path_is_left_as_it_is(self):
+        try:
+            os.mknod(self.path("null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            self.skipTest("making a device takes root")
+        os.mkdir(self.path("dir"))
+        for name in ("null", "dir"):
+            with self.subTest(name=name):
+                self.prom = self.path(name)
+                before = os.lstat(self.prom)
+                code, _, err = self.run_bounded(["-metrics-file", self.prom, "p", "true"], 5)
+                after = os.lstat(self.prom)
+                self.assertEqual((after.st_mode, after.st_ino), (before.st_mode, before.st_ino))
+                self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith(name + ".")], [])
+                self.assertEqual((code, err.decode()),
+                                 (0, 2 * self.warning("is a directory or a device; left as it is")))
+
+    def test_the_temporary_file_is_not_named_after_the_pid(self):
+        # Planted under the name lock would use if it named its temporary file after its pid,
+        # which is known while it waits: a link to a file of someone else's.
+        holder = self.hold()
+        waiter = self.start_lock("-metrics-file", self.prom, "p", "true")
+        wait_for(lambda: self.ticket_of(waiter.pid) or waiter.poll() is not None,
+                 what="the waiter to queue")
+        victim = self.path("victim")
+        with open(victim, "w") as f:
+            f.write("theirs\n")
+        planted = f"{self.prom}.{waiter.pid}.tmp"
+        os.symlink(victim, planted)
+        self.release()
+        code, _, err = self.finish_bounded(waiter, 5)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(outcome(self.metrics()), "ran")
+        self.assertEqual((os.readlink(planted), read_file(victim)), (victim, "theirs\n"))
+        code, _, err = self.finish_bounded(holder, 5)
+        self.assertEqual((code, err), (0, ""))
+
+    def test_a_last_success_from_the_future_is_not_carried_over(self):
+        for value, carried in (("1234567.000", 1234567), ("1e300", 0), ("9e18", 0)):
+            with self.subTest(value=value):
+                with open(self.prom, "w") as f:
+                    f.write(f"{self.SERIES} {value}\n")
+                code, _, err = self.run_bounded(["-metrics-file", self.prom, "p", "exit 3"], 5)
+                self.assertEqual((code, err), (0, b""))
+                self.assertEqual(self.metrics()["lock_last_success_timestamp_seconds"], carried)
 
 
 class KilledWatchdogTest(HostileCase):

@@ -1,7 +1,9 @@
 """Supervision of the child tree: signals to lock reach the child, every process the child started
 stops with it, and the lock is never handed on while any of them still runs."""
 
+import errno
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -215,6 +217,58 @@ class InheritedDispositionTest(SignalTestCase):
         self.assertEqual(self.finish(proc), (0, "done\n", ""))
 
 
+class ScriptBackgroundTest(SignalTestCase):
+    """A shell without job control (any script) starts its background commands with SIGINT and
+    SIGQUIT ignored. `lock ... & kill -INT $!` must still end lock, as it ends consul lock, while
+    the child starts with the dispositions lock was started with."""
+
+    INT = 1 << (signal.SIGINT - 1)
+
+    def in_background(self, *args):
+        """lock started as `lock ARGS > out &` by a script (dash); returns the script, whose
+        status is lock's, and lock's pid."""
+        script = f'"$@" > {self.path("out")} & echo $! > {self.path("lock.pid")}; wait $!'
+        p = subprocess.Popen(["/bin/sh", "-c", script, "sh", LOCK, *args], env=self.env, cwd=self.tmp,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, preexec_fn=default_signals)
+        self.procs.append(p)
+        pid = self.pid_from("lock.pid")
+        self.kill_later(pid)
+        return p, pid
+
+    def test_sigint_stops_the_child_with_sigterm_which_it_does_not_ignore(self):
+        # The child keeps SIGINT ignored, as it would without lock: passing SIGINT on would leave
+        # it to -kill-after's SIGKILL, so it gets SIGTERM, as consul lock's child does.
+        p, pid = self.in_background("-kill-after", "30s", "-preserve-status", "p",
+                                    f"echo $$ > {self.path('child')}; exec sleep 1000")
+        child = self.pid_from("child")
+        self.kill_later(child)
+        self.assertTrue(signal_mask(child, "SigIgn") & self.INT, "the child does not ignore SIGINT")
+        self.assertTrue(signal_mask(pid, "SigIgn") & (1 << (signal.SIGQUIT - 1)),
+                        "lock no longer ignores SIGQUIT, which only SIGINT and SIGTERM override")
+        os.kill(pid, signal.SIGINT)
+        sent = time.monotonic()
+        self.assertEqual(self.finish(p), (128 + signal.SIGTERM, "", ""))
+        self.assertLess(time.monotonic() - sent, 5 * SLOW, "the child was left to -kill-after")
+        self.assert_released()
+
+    def test_sigint_ends_the_wait(self):
+        holder = self.hold()
+        p, pid = self.in_background("p", "touch", self.path("ran"))
+        wait_for(lambda: self.tickets(), what="the waiter to queue")
+        os.kill(pid, signal.SIGINT)
+        self.assertEqual(self.finish(p), (1, "", "lock: interrupted by SIGINT while waiting for the lock\n"))
+        self.release()
+        self.assert_succeeds(holder)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_sigint_ends_a_watch(self):
+        p, pid = self.in_background("-status", "-watch", "p")
+        self.wait_file("out", "not held")
+        os.kill(pid, signal.SIGINT)
+        self.assertEqual(self.finish(p), (0, "", ""))
+
+
 class ForeignChildrenTest(SignalTestCase):
 
     def test_a_child_inherited_through_exec_is_left_alone(self):
@@ -339,17 +393,67 @@ class KilledLockTest(SignalTestCase):
         self.assertFalse(pid_alive(child) or pid_alive(daemon), "the tree outlived its watchdog")
         self.assert_released()
 
-    def test_a_watchdog_stopped_by_hand_is_continued_to_stop_the_child(self):
-        p = self.start("-kill-after", "30s", "p",
-                       f"trap 'echo got TERM > {self.path('trapped')}; exit 3' TERM; "
-                       f"echo $$ > {self.path('child')}; {LOOP}")
+    def test_a_watchdog_stopped_by_hand_is_continued_at_once(self):
+        with open(self.path("stderr"), "w") as stderr:
+            p = self.start("-kill-after", "30s", "p",
+                           f"trap 'echo got TERM > {self.path('trapped')}; exit 3' TERM; "
+                           f"echo $$ > {self.path('child')}; {LOOP}", stderr=stderr)
         self.kill_later(self.pid_from("child"))
         watchdog, = watchdogs_of(p.pid)
         os.kill(watchdog, signal.SIGSTOP)
-        wait_for(lambda: proc_stat(watchdog)[0] == "T", what="the watchdog to stop")
+        said = self.wait_file("stderr", "\n")
+        self.assertEqual(said, f"lock: warning: lock's watchdog (pid {watchdog}) was stopped by SIGSTOP; "
+                               "continued it\n")
+        wait_for(lambda: proc_stat(watchdog)[0] != "T", what="the watchdog to run again")
         send(p, signal.SIGTERM)
-        self.assertEqual(self.finish(p), (0, "", ""))
+        self.assertEqual(self.finish(p)[:2], (0, ""))
         self.assertEqual(read_file(self.path("trapped")), "got TERM\n")
+
+    def test_a_child_that_stops_its_watchdog_and_exits_is_let_go(self):
+        # Stopped, the watchdog could neither reap the child nor tell lock: lock continues it.
+        p = self.start("p", "kill -STOP $PPID; echo done")
+        code, out, err = self.finish(p)
+        self.assertEqual((code, out), (0, "done\n"))
+        self.assertRegex(err, r"^lock: warning: lock's watchdog \(pid \d+\) was stopped by SIGSTOP; "
+                              r"continued it\n$")
+        self.assert_released()
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"), "needs root and setpriv")
+    def test_a_child_cannot_trace_its_watchdog_to_outlive_a_killed_lock(self):
+        # Any process of the user may trace the user's dumpable processes: a child attached to
+        # its watchdog would keep it from ever acting, then kill lock and run on unguarded.
+        # Traced as root could do it: lock runs as nobody.
+        nobody = pwd.getpwnam("nobody")
+        os.chmod(self.tmp, 0o755)
+        home = self.path("nobody")
+        os.mkdir(home)
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        attacher = ("import ctypes, os, signal, time\n"
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "watchdog = os.getppid()\n"
+                    "traced = libc.ptrace(16, watchdog, None, None) == 0\n"  # PTRACE_ATTACH
+                    "error = ctypes.get_errno()\n"
+                    "open('attach', 'w').write('traced' if traced else os.strerror(error))\n"
+                    "stat = open('/proc/%d/stat' % watchdog).read()\n"
+                    "lock = int(stat.rsplit(')', 1)[1].split()[1])\n"
+                    "open('pids.tmp', 'w').write('%d %d\\n' % (os.getpid(), watchdog))\n"
+                    "os.rename('pids.tmp', 'pids')\n"
+                    "while not os.path.exists('go'): time.sleep(0.01)\n"
+                    "os.kill(lock, signal.SIGKILL)\n"
+                    "while True: time.sleep(0.05)\n")
+        # Not through pipes: a child that outlives lock would hold them open.
+        p = self.start_lock("-shell=false", "p", "python3", "-c", attacher, cwd=home,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(self.env, LOCK_STATE_DIR=os.path.join(home, "state")),
+                            wrapper=["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+                                     "--clear-groups"])
+        child, watchdog = map(int, self.wait_file("nobody/pids", "\n").split())
+        self.kill_later(child)
+        self.kill_later(watchdog)  # one that is traced stays stopped
+        open(os.path.join(home, "go"), "w").close()
+        p.wait(timeout=10 * SLOW)
+        wait_for(lambda: not pid_alive(child), 2.0, "the child to die with the killed lock")
+        self.assertEqual(read_file(os.path.join(home, "attach")), os.strerror(errno.EPERM))
 
     def test_a_signal_the_child_sends_its_parent_reaches_lock(self):
         # Its parent is lock's watchdog; before there was one, it was lock.

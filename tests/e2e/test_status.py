@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from harness import LOCK, SLOW, LockTestCase, Watch, send, wait_for
+from harness import LOCK, SLOW, LockTestCase, Watch, assert_coalesced, lock_loop, most_states, send, wait_for
 
 
 class StatusTest(LockTestCase):
@@ -147,6 +147,32 @@ class WatchTest(LockTestCase):
                 # Only changes: no line repeats the one before it.
                 objects = [json.loads(line) for line in watch.seen]
                 self.assertTrue(all(x != y for x, y in zip(objects, objects[1:])), watch.seen)
+
+    def test_a_burst_of_changes_prints_as_a_few_states_ending_with_the_settled_one(self):
+        """Four loops of 50 runs each on the prefix, at once: each run is a holder come and gone,
+        or a waiter queued and served, changes the watch hears one by one. It prints a few states,
+        the last of them the one the burst settled in. A change after that is printed at once."""
+        loops, runs = 4, 50
+        watch = Watch(self, "-json", "p")
+        watch.until(lambda o: not o["held"], "the first status")
+        started = time.monotonic()
+        env = dict(self.env, LOCK=LOCK, P="p", CHILD="true")
+        procs = [subprocess.Popen(["/bin/sh", "-c", lock_loop(runs, "-shell=false")], env=env, text=True,
+                                  stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(loops)]
+        self.procs += procs
+        for p in procs:
+            self.assertEqual((p.communicate(timeout=120 * SLOW)[1], p.returncode), ("", 0))
+        holder = self.hold("-name", "settled")
+        changes = 2 * loops * runs  # at least
+        states = watch.states_until(lambda o: [h["name"] for h in o["holders"]] == ["settled"],
+                                    "the settled state", most=most_states(changes))
+        assert_coalesced(self, states, time.monotonic() - started)
+        changed = self.release()
+        self.assertEqual(json.loads(watch.next())["held"], False)  # the next line: nothing in between
+        self.assertLess(time.monotonic() - changed, 1.0 * SLOW)
+        self.assert_succeeds(holder)
+        self.assertEqual(watch.stop(), (0, "", ""))
 
     def test_a_holder_killed_with_its_tree_is_seen_gone(self):
         watch = Watch(self, "-json", "p")

@@ -2,11 +2,12 @@
 //
 // Input: a line for the run (prefix, then backend, tab-separated; a third field of digits is the
 // last success in milliseconds), then the text of a previous file. last_success_in must read any
-// previous file without failing and give 0 or a positive finite time. What metrics_text writes
-// for any prefix must be what node_exporter accepts: well-formed UTF-8, lines that are comments
-// or one sample each ("name{labels} value"), the label values quoted and escaped so that they read
-// back as the prefix (as printed, when it is not UTF-8) and the backend; and its last success
-// must read back, also after another prefix's file text, or from the end of the earlier text.
+// previous file without failing and give 0 or a time no later than the "now" it is given. What
+// metrics_text writes for any prefix must be what node_exporter accepts: well-formed UTF-8, lines
+// that are comments or one sample each ("name{labels} value"), the label values quoted and escaped
+// so that they read back as the prefix (as printed, when it is not UTF-8) and the backend; and its
+// last success must read back, also after another prefix's file text, or from the end of the
+// earlier text, and read as none once "now" is earlier than it.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -18,6 +19,9 @@
 #include "util/printable.hpp"
 
 namespace {
+
+// Later than any last success the input can give (12 digits of milliseconds).
+constexpr double kNow = 2e9;
 
 // The label values of one sample line, unescaped as the exposition format says; false when the
 // line is not `name{label="value",...} number`.
@@ -68,8 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   lk::RunFacts run;
   run.prefix = fields[0];
   run.backend = fields[1];
-  double old = lk::last_success_in(previous, run);
-  FUZZ_CHECK_MSG(old == 0 || (std::isfinite(old) && old > 0), std::to_string(old));
+  double old = lk::last_success_in(previous, run, kNow);
+  FUZZ_CHECK_MSG(old == 0 || (old > 0 && old <= kNow), std::to_string(old));
+  double earlier = old / 2;
+  FUZZ_CHECK_MSG(lk::last_success_in(previous, run, earlier) <= earlier, std::to_string(old));
 
   std::string digits = fields[2].substr(0, 12);
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) digits = "0";
@@ -97,14 +103,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK_MSG(ones == 1, fuzz::shown(text));
 
   auto same = [&](double read) { return std::fabs(read - run.last_success) < 0.0006; };
-  FUZZ_CHECK_MSG(same(lk::last_success_in(text, run)), fuzz::shown(text));
+  FUZZ_CHECK_MSG(same(lk::last_success_in(text, run, kNow)), fuzz::shown(text));
+  if (run.last_success > 0)
+    FUZZ_CHECK_MSG(lk::last_success_in(text, run, run.last_success / 2) == 0, fuzz::shown(text));
   lk::RunFacts other = run;
   other.prefix += "/other";
   std::string others = lk::metrics_text(other);
-  FUZZ_CHECK_MSG(same(lk::last_success_in(others + text, run)), fuzz::shown(others + text));
+  FUZZ_CHECK_MSG(same(lk::last_success_in(others + text, run, kNow)), fuzz::shown(others + text));
   // The earlier text cannot take the place of ours when ours follows it line by line... unless
   // it records a success of this very series first, which the reader then takes as a file would.
-  if (old == 0) FUZZ_CHECK_MSG(same(lk::last_success_in(std::string(previous) + "\n" + text, run)),
-                               fuzz::shown(previous));
+  if (old == 0)
+    FUZZ_CHECK_MSG(same(lk::last_success_in(std::string(previous) + "\n" + text, run, kNow)),
+                   fuzz::shown(previous));
   return 0;
 }

@@ -17,6 +17,9 @@ using lk::RunFacts;
 
 namespace {
 
+// The "now" the reader of the last success is given: later than every time these tests write.
+constexpr double kNow = 1800000000;
+
 RunFacts facts(std::string prefix = "cron/backup") {
   RunFacts run;
   run.prefix = std::move(prefix);
@@ -85,16 +88,25 @@ TEST_CASE("the last success is read back from the series of the same prefix and 
   RunFacts run = facts();
   run.last_success = 1699999999.5;
   std::string text = lk::metrics_text(run);
-  CHECK(lk::last_success_in(text, facts()) == doctest::Approx(1699999999.5));
-  CHECK(lk::last_success_in(text, facts("cron/other")) == 0);
+  CHECK(lk::last_success_in(text, facts(), kNow) == doctest::Approx(1699999999.5));
+  CHECK(lk::last_success_in(text, facts("cron/other"), kNow) == 0);
   RunFacts etcd = facts();
   etcd.backend = "etcd";
-  CHECK(lk::last_success_in(text, etcd) == 0);
+  CHECK(lk::last_success_in(text, etcd, kNow) == 0);
   std::string series = "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
   for (const char* bad : {"", "x", "-5", "nan", "inf", "1e400", "12 34", "12\r"})
-    CHECK(lk::last_success_in(series + bad + "\n", facts()) == 0);
-  CHECK(lk::last_success_in("garbage\n" + series + "42", facts()) == 42);
-  CHECK(lk::last_success_in("", facts()) == 0);
+    CHECK(lk::last_success_in(series + bad + "\n", facts(), kNow) == 0);
+  CHECK(lk::last_success_in("garbage\n" + series + "42", facts(), kNow) == 42);
+  CHECK(lk::last_success_in("", facts(), kNow) == 0);
+}
+
+TEST_CASE("a last success later than now is none: it would keep the alert on its age quiet") {
+  std::string series = "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
+  for (const char* future : {"1e300", "9e18", "1800000000.001"})
+    CHECK(lk::last_success_in(series + future + "\n", facts(), kNow) == 0);
+  CHECK(lk::last_success_in(series + "1800000000\n", facts(), kNow) == kNow);
+  CHECK(lk::last_success_in(series + "1700000000.5\n", facts(), 1700000000.5) == 1700000000.5);
+  CHECK(lk::last_success_in(series + "1700000000.5\n", facts(), 1700000000) == 0);
 }
 
 TEST_CASE("replace_file puts the whole text in place and leaves no temporary file") {
@@ -117,4 +129,32 @@ TEST_CASE("replace_file names the file it cannot write, and leaves nothing behin
   CHECK_THROWS_WITH_AS(lk::replace_file((dir.path / "job.prom").string(), "x"),
                        doctest::Contains("cannot write "), lk::Error);
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 1);
+}
+
+TEST_CASE("replace_file ignores a link planted at PATH.<pid>.tmp: its temporary name is random") {
+  TempDir dir;
+  auto path = (dir.path / "job.prom").string();
+  auto victim = dir.path / "victim";
+  std::ofstream(victim) << "theirs\n";
+  // The name a temporary file of this process's would have if it were named after its pid.
+  auto planted = dir.path / ("job.prom." + std::to_string(getpid()) + ".tmp");
+  std::filesystem::create_symlink(victim, planted);
+  lk::replace_file(path, "ours\n");
+  CHECK(read(path) == "ours\n");
+  CHECK(read(victim) == "theirs\n");
+  CHECK(std::filesystem::is_symlink(planted));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 3);
+}
+
+TEST_CASE("replace_file's file is readable by all, whatever the umask: node_exporter reads it") {
+  TempDir dir;
+  auto path = (dir.path / "job.prom").string();
+  struct RestoreUmask {
+    mode_t old = umask(077);
+    ~RestoreUmask() { umask(old); }
+  } restore;
+  lk::replace_file(path, "x\n");
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0644);
 }

@@ -189,7 +189,12 @@ TEST_CASE("-min-hold takes a Go duration, 0 by default") {
   EnvScope env;
   CHECK(with({}).min_hold == 0ns);
   CHECK(with({"-min-hold", "1m"}).min_hold == 60s);
-  CHECK(error_of({"-min-hold=-1s", "p", "c"}) == "-min-hold must not be negative");
+  CHECK(error_of({"-min-hold=-1s", "p", "c"}).starts_with("-min-hold must be between 0s and "));
+  // Its end, told as a date, must fit the clock: 2,000,000 h from now does, 2,100,000 h does not.
+  CHECK(with({"-min-hold", "2000000h"}).min_hold == 2000000h);
+  std::string past_the_clock = error_of({"-min-hold", "2100000h", "p", "c"});
+  CHECK(past_the_clock.starts_with("-min-hold must be between 0s and 20"));
+  CHECK(past_the_clock.ends_with("h (its end must fit the clock, which ends in 2262), not 2100000h0m0s"));
 }
 
 TEST_CASE("-metrics-file names a file, for a run only") {

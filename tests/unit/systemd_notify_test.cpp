@@ -123,6 +123,22 @@ TEST_CASE("the watchdog pings at half its interval, only for the pid systemd nam
   CHECK(l.take().empty());
 }
 
+TEST_CASE("the shortest watchdog interval still pings") {
+  // Half of WATCHDOG_USEC=1 is below the timer's unit: rounded down, it would disarm the timer.
+  Listener l(unique_path());
+  setenv("NOTIFY_SOCKET", l.name.c_str(), 1);
+  setenv("WATCHDOG_USEC", "1", 1);
+  unsetenv("WATCHDOG_PID");
+  SystemdNotify n;
+  REQUIRE(n.timer_fd() >= 0);
+  pollfd p{n.timer_fd(), POLLIN, 0};
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(poll(&p, 1, 2000) == 1);
+    n.tick();
+  }
+  CHECK(l.take() == std::vector<std::string>(3, "WATCHDOG=1"));
+}
+
 TEST_CASE("an address lock cannot use, or nobody listening, is no error") {
   for (const char* bogus : {"x", "vsock:2:1234", "/nonexistent/socket"}) {
     setenv("NOTIFY_SOCKET", bogus, 1);

@@ -51,9 +51,17 @@ void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline, c
                                  const std::function<void(const PrefixStatus&)>& show) {
   ConsulClient client(config_.client);
   WaitIndex index;
-  follow_prefix(prefix, deadline, interrupt, config_.session.timing(), [&](const Wake& wake) {
+  // A blocking query waits longer than a hold goes between renewals, on a connection that carries
+  // nothing else: the probe is a plain read of the prefix on a second one.
+  ConsulClient probe_client(config_.client);
+  auto probe = [&](std::chrono::milliseconds timeout, const Wake& wake) {
+    probe_client.limit(Deadline::after(timeout), timeout);
+    probe_client.get(semaphore_keys(prefix), true, 0, false, &wake);
+  };
+  follow_prefix(prefix, deadline, interrupt, config_.session.timing(), probe, [&](const Wake& wake, const Heard& heard) {
     auto sent = Clock::now();
     KvRead r = client.get(semaphore_keys(prefix), true, index.index(), false, &wake);
+    heard();
     auto pause = index.answered(r.index, fingerprint(r.pairs),
                                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent));
     show(status_of(prefix, r.pairs));

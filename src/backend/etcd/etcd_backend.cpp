@@ -4,6 +4,7 @@
 #include "backend/etcd/etcd_prefix_view.hpp"
 #include "backend/etcd/etcd_recipe.hpp"
 #include "backend/lease/follow_prefix.hpp"
+#include "util/base64.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -22,15 +23,24 @@ void EtcdBackend::watch_status(const std::string& prefix, Deadline deadline, con
   EtcdPrefixView view(prefix);
   bool known = false;
   QueueRange range(prefix);
-  follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), [&](const Wake& wake) {
+  // A quiet prefix costs a read where a hold sends a keep-alive, on a second connection: the
+  // stream's carries nothing else, and opening the watch again to ask on it would cost etcd more.
+  EtcdClient probe_client(config_.client);
+  nlohmann::json count = {{"key", base64_encode(range.from)}, {"range_end", base64_encode(range.to)}, {"count_only", true}};
+  auto probe = [&](std::chrono::milliseconds timeout, const Wake& wake) {
+    probe_client.call("range", "/v3/kv/range", count, timeout, decode_header, &wake);
+  };
+  follow_prefix(prefix, deadline, interrupt, config_.lease.timing(), probe, [&](const Wake& wake, const Heard& heard) {
     if (!known) {
       Queue q = read_queue(client, prefix, 0, true, &wake);
+      heard();
       view.reset(q.contenders, q.revision);
       known = true;
       show(view.status());
     }
     Look news = Look::quiet;
     client.watch(range.watch(view.revision() + 1), [&](const WatchMessage& m) {
+      heard();
       for (std::size_t i = 0; i < m.events.size(); ++i) {
         view.apply(m.events[i]);
         if (i + 1 == m.events.size() || m.events[i + 1].kv.mod_revision != m.events[i].kv.mod_revision)

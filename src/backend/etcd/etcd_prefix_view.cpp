@@ -5,19 +5,29 @@
 
 namespace lk {
 
-PrefixStatus status_of(const std::string& prefix, const std::vector<Contender>& by_revision) {
+namespace {
+
+// The first `limit` of `by_revision` hold, the others wait.
+PrefixStatus ranked(int limit, std::vector<HolderRecord> by_revision) {
   PrefixStatus s;
-  if (by_revision.empty()) return s;
-  s.limit = by_revision.front().limit;
-  int rank = 0;
-  for (const Contender& c : by_revision)
-    (rank++ < s.limit ? s.holders : s.waiters).push_back(record_of(prefix, c));
+  s.limit = limit;
+  for (std::size_t rank = 0; rank < by_revision.size(); ++rank)
+    (rank < static_cast<std::size_t>(limit) ? s.holders : s.waiters).push_back(std::move(by_revision[rank]));
   return s;
+}
+
+}  // namespace
+
+PrefixStatus status_of(const std::string& prefix, const std::vector<Contender>& by_revision) {
+  if (by_revision.empty()) return {};
+  std::vector<HolderRecord> records;
+  for (const Contender& c : by_revision) records.push_back(record_of(prefix, c));
+  return ranked(by_revision.front().limit, std::move(records));
 }
 
 void EtcdPrefixView::reset(const std::vector<Contender>& contenders, std::int64_t revision) {
   contenders_.clear();
-  for (const Contender& c : contenders) contenders_[c.key] = c;
+  for (const Contender& c : contenders) contenders_[c.key] = {c, record_of(prefix_, c)};
   read_at_ = revision_ = revision;
 }
 
@@ -30,17 +40,21 @@ void EtcdPrefixView::apply(const WatchEvent& event) {
   if (event.deleted) {
     contenders_.erase(event.kv.key);
   } else if (auto c = parse_contender(prefix_, event.kv)) {
-    contenders_[c->key] = std::move(*c);
+    contenders_[c->key] = {*c, record_of(prefix_, *c)};
   }
 }
 
 PrefixStatus EtcdPrefixView::status() const {
-  std::vector<Contender> queue;
-  for (const auto& [key, c] : contenders_) queue.push_back(c);
-  std::sort(queue.begin(), queue.end(), [](const Contender& a, const Contender& b) {
-    return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);  // etcd's revisions are unique
+  std::vector<const Entry*> queue;
+  for (const auto& [key, entry] : contenders_) queue.push_back(&entry);
+  std::sort(queue.begin(), queue.end(), [](const Entry* a, const Entry* b) {
+    const Contender &x = a->contender, &y = b->contender;
+    return std::tie(x.create_revision, x.key) < std::tie(y.create_revision, y.key);  // etcd's revisions are unique
   });
-  return status_of(prefix_, queue);
+  if (queue.empty()) return {};
+  std::vector<HolderRecord> records;
+  for (const Entry* e : queue) records.push_back(e->record);
+  return ranked(queue.front()->contender.limit, std::move(records));
 }
 
 }  // namespace lk

@@ -1,7 +1,7 @@
 #pragma once
 // What -status -watch knows of an etcd prefix: its queue as of one revision, kept current by
-// applying a watch's events in order. Every state the prefix goes through is seen, not only the
-// latest, and a quiet prefix costs no request.
+// applying a watch's events in order, so that every state the prefix goes through is seen, not
+// only the latest.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -31,8 +31,15 @@ class EtcdPrefixView {
   PrefixStatus status() const;
 
  private:
+  // The record is read from the value once, as the key is written: a burst of writes shows the
+  // prefix at each revision, and every look would otherwise read every record again.
+  struct Entry {
+    Contender contender;
+    HolderRecord record;
+  };
+
   std::string prefix_;
-  std::map<std::string, Contender> contenders_;  // by key
+  std::map<std::string, Entry> contenders_;  // by key
   std::int64_t read_at_ = 0, revision_ = 0;
 };
 

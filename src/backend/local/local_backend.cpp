@@ -15,6 +15,7 @@
 #include "backend/local/state_dir.hpp"
 #include "backend/local/state_file.hpp"
 #include "util/log.hpp"
+#include "util/untrusted_file.hpp"
 
 namespace lk {
 
@@ -69,7 +70,7 @@ PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
     status.holders.push_back(parse_record(text));
   for (const auto& text : locked_contents(dir.get(), "q.")) status.waiters.push_back(parse_record(text));
   if (status.holders.empty() && status.waiters.empty()) return status;
-  UniqueFd meta = open_state_file(dir.get(), "meta", O_RDONLY);
+  UniqueFd meta = open_untrusted_file(dir.get(), "meta", O_RDONLY);
   auto text = meta ? read_state_file(meta.get()) : std::nullopt;
   if (auto m = text ? parse_meta(*text) : std::nullopt) status.limit = m->limit;
   return status;

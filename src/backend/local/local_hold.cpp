@@ -16,6 +16,7 @@
 #include "backend/local/local_record.hpp"
 #include "backend/local/ofd_lock.hpp"
 #include "backend/local/state_file.hpp"
+#include "util/untrusted_file.hpp"
 
 namespace lk {
 namespace {
@@ -28,7 +29,7 @@ namespace {
 // and the wait for it ends with -timeout or a stopping signal like every other.
 std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrupt& interrupt) {
   // '@' is always percent-encoded in a prefix's directory name, so no prefix can take this name.
-  UniqueFd fd = open_state_file(state_fd, "@fence", O_RDWR | O_CREAT);
+  UniqueFd fd = open_untrusted_file(state_fd, "@fence", O_RDWR | O_CREAT);
   if (!fd) throw state_file_error("the fencing counter @fence");
   LockTarget target{fd.get(), LockKind::exclusive};
   if (!lock_any({&target, 1}, deadline, interrupt))

@@ -13,6 +13,7 @@
 #include "backend/local/state_file.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
+#include "util/untrusted_file.hpp"
 
 namespace lk {
 namespace {
@@ -53,7 +54,7 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Dead
       // so another user's, a stranger in our state directory): no waiter of ours, whoever put
       // it there; neither waited for nor removed. Order among us is all a ticket keeps: the
       // slot locks of step 3 keep the exclusion.
-      UniqueFd fd = open_state_file(dir.fd(), file.c_str(), O_RDONLY);
+      UniqueFd fd = open_untrusted_file(dir.fd(), file.c_str(), O_RDONLY);
       if (!fd && errno != ENOENT && errno != ENOTSUP && errno != EACCES && errno != EPERM)
         throw sys_error("cannot open " + dir.path(file));
       if (!fd) continue;
@@ -74,7 +75,7 @@ bool wait_for_turn(const PrefixDir& dir, std::uint64_t mine, bool held_too, Dead
 
 UniqueFd open_slot(const PrefixDir& dir, int slot) {
   std::string file = PrefixDir::slot_file(slot);
-  UniqueFd fd = open_state_file(dir.fd(), file.c_str(), O_RDWR | O_CREAT);
+  UniqueFd fd = open_untrusted_file(dir.fd(), file.c_str(), O_RDWR | O_CREAT);
   if (!fd) throw state_file_error(dir.path(file));
   return fd;
 }

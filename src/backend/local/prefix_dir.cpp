@@ -14,6 +14,7 @@
 
 #include "backend/local/ofd_lock.hpp"
 #include "backend/local/state_file.hpp"
+#include "util/untrusted_file.hpp"
 
 namespace lk {
 namespace {
@@ -70,7 +71,7 @@ std::vector<std::string> locked_contents(int dir_fd, std::string_view kind) {
   });
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
-    UniqueFd fd = open_state_file(dir_fd, name.c_str(), O_RDONLY);
+    UniqueFd fd = open_untrusted_file(dir_fd, name.c_str(), O_RDONLY);
     if (!fd || !is_locked_elsewhere(fd.get())) continue;
     // Too large to be a record: shown as one that cannot be read.
     contents.push_back(read_state_file(fd.get()).value_or(""));
@@ -89,7 +90,7 @@ PrefixDir PrefixDir::enter(int state_fd, const std::string& state_path, const st
       if (errno == ENOENT) continue;  // removed by a cleanup since our mkdir
       throw sys_error("cannot open " + d.path_);
     }
-    d.meta_ = open_state_file(d.dir_.get(), "meta", O_RDWR | O_CREAT);
+    d.meta_ = open_untrusted_file(d.dir_.get(), "meta", O_RDWR | O_CREAT);
     if (!d.meta_) {
       if (errno == ENOENT) continue;
       auto error = state_file_error(d.path("meta"));
@@ -182,7 +183,7 @@ bool PrefixDir::any_locked(std::string_view kind, std::vector<std::string>* seen
     if (locked || std::string_view(name) == "meta" || !starts_with(name, kind))
       return;
     // Anything but a regular file is no ticket or slot of ours: neither locked nor ours to remove.
-    UniqueFd fd = open_state_file(dir_.get(), name, O_RDONLY);
+    UniqueFd fd = open_untrusted_file(dir_.get(), name, O_RDONLY);
     if (!fd) return;
     if (seen) seen->emplace_back(name);
     if (is_locked_elsewhere(fd.get())) locked = true;

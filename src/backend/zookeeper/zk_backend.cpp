@@ -120,21 +120,38 @@ void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
   LeaseTiming timing = config_.lease.timing();
   std::unique_ptr<ZkSession> session;
-  follow_prefix(prefix, deadline, interrupt, timing, [&](const Wake& wake) {
+  // The C client gives up on a silent server only two thirds of the session timeout in, later
+  // than a hold may go without an answer: the probe looks up the root, as a hold's keeper looks
+  // up its node, which also stands in for the client's own ping.
+  auto probe = [&](std::chrono::milliseconds timeout, const Wake& wake) {
+    if (!session) throw ZkUnreachable("ZooKeeper at " + printable(config_.connect) + ": no session yet");
+    session->exists("/", false, timeout, &wake);
+  };
+  auto look = [&](const Wake& wake, const Heard& heard) {
     // No server within the budget is a failure to retry; one that refuses us (authentication)
     // is an error at once.
     if (!session) session = std::make_unique<ZkSession>(config_.connect, ttl, Deadline::after(timing.stop_after()), &wake);
     try {
       session->drain_events();
-      show(read_status(*session, prefix, true, &wake));
+      PrefixStatus status = read_status(*session, prefix, true, &wake);
+      heard();
+      show(status);
     } catch (const ZkError& e) {
       if (e.code != ZSESSIONEXPIRED) throw;
       session.reset();
       throw ZkUnreachable(e.what());  // as worth retrying as no answer, on a new session
     }
-    session->wait_event(wake, -1);  // whatever woke it, the next look (if any) reads again
+    // Whatever event ends the wait, the next look (if any) reads again.
+    while (!session->wait_event(wake, -1))
+      if (!wake.keep_going()) throw Cancelled("stopped");
     return Look::changed;
-  });
+  };
+  try {
+    follow_prefix(prefix, deadline, interrupt, timing, probe, look);
+  } catch (const Error&) {
+    if (session) abandon(std::move(session));  // the server may be what failed, and lock exits
+    throw;
+  }
 }
 
 }  // namespace lk

@@ -8,8 +8,6 @@
 
 namespace lk {
 
-ZkSession* abandoned;  // see end()
-
 ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested_timeout,
                  std::chrono::nanoseconds stop_grace, int monitor_retry, Deadline connect_by,
                  const Wake* wake) {
@@ -96,9 +94,8 @@ void ZkLease::end(const std::string& path) {
     else
       fmt::print(stderr, "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
                  e.what(), session_->negotiated_timeout().count());
-    // Closing would wait for the same server again. The process is about to exit: the session is
-    // left to expire, and kept reachable so that no leak checker counts it.
-    abandoned = session_.release();
+    // Closing would wait for the same server again. The process is about to exit.
+    abandon(std::move(session_));
     return;
   } catch (const Error& e) {
     verbose("{}", e.what());  // the session expired or the node was removed: gone all the same

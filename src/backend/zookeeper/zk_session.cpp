@@ -196,6 +196,10 @@ void ZkSession::set_listener(Listener listener) {
   listener_ = std::move(listener);
 }
 
+ZkSession* abandoned;  // not static: a store the compiler may not drop
+
+void abandon(std::unique_ptr<ZkSession> session) { abandoned = session.release(); }
+
 std::string ZkSession::where() const { return "ZooKeeper at " + printable(connect_) + ": "; }
 
 template <class Send>

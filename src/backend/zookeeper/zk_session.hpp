@@ -119,4 +119,9 @@ class ZkSession {
   Clock::time_point started_;
 };
 
+// Leaves `session` to expire on the server instead of closing it, which would wait on that
+// server: for a process about to exit after its server stopped answering (one session, at most,
+// is kept reachable, so that no leak checker counts it).
+void abandon(std::unique_ptr<ZkSession> session);
+
 }  // namespace lk
