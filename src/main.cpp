@@ -7,7 +7,7 @@
 
 #include "backend/companion.hpp"
 #include "backend/errors.hpp"
-#include "backend/make_backend.hpp"
+#include "backend/registry.hpp"
 #include "cli/options.hpp"
 #include "runner/runner.hpp"
 #include "status.hpp"
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       std::puts("lock " LOCK_VERSION);
       return written(0);
     }
-    if (!lk::built_in(options.backend)) lk::exec_companion(argv, options.backend);
+    if (!lk::find_backend(options.backend)->make) lk::exec_companion(argv, options.backend);
     lk::set_verbose(options.verbose);
     return options.status ? written(lk::show_status(options)) : lk::run(options);
   } catch (const lk::AcquireTimeout& e) {

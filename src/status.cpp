@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/make_backend.hpp"
 #include "runner/signals.hpp"
 #include "util/deadline_timer.hpp"
 #include "util/json_text.hpp"
@@ -155,9 +154,9 @@ void flush_stdout() {
 }
 
 int show_status(const Options& o) {
-  auto backend = make_backend(o);
-  if (o.watch) return watch_status(o, *backend);
-  PrefixStatus s = backend->status(o.prefix, nullptr);
+  const Registered& backend = carried(o.backend, o.backend_chosen_by);
+  if (o.watch) return watch_status(o, *backend.make(*o.backend_config));
+  PrefixStatus s = backend.read_status(*o.backend_config, o.prefix, nullptr);
   if (o.json)
     fmt::print("{}\n", dump_for_terminal(status_json(o, s), 2));
   else

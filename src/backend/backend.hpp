@@ -80,9 +80,6 @@ struct PrefixStatus {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // `wake` (may be null) cuts a server's slow answer short, with an Error: a status looked up
-  // while we wait must not delay a stop signal.
-  virtual PrefixStatus status(const std::string& prefix, const Wake* wake) = 0;
   // -status -watch: calls `show` with the status at once, then again after every event that may
   // have changed it (perhaps unchanged: the caller tells), never on a timer; returns when
   // `interrupt` says stop or `deadline` passes. Throws Error when the server cannot be followed.

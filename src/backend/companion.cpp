@@ -4,16 +4,16 @@
 
 #include <filesystem>
 
-#include "backend/backends.hpp"
+#include "backend/registry.hpp"
 #include "util/error.hpp"
 
 namespace lk {
 
 void exec_companion(char** argv, const std::string& backend) {
-  const BackendInfo* info = find_backend(backend);
-  if (!info || !info->companion) throw Error("no companion carries the " + backend + " backend");
+  const Registered* b = find_backend(backend);
+  if (!b || !b->info.companion) throw Error("no companion carries the " + backend + " backend");
   // A sanitized build's companions carry its suffix (lock-asan runs lock-net-asan).
-  const std::string name = std::string(info->companion) + LOCK_COMPANION_SUFFIX;
+  const std::string name = std::string(b->info.companion) + LOCK_COMPANION_SUFFIX;
   std::error_code ec;
   auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
   if (ec) throw sys_error("cannot find where lock is installed: /proc/self/exe", ec.value());

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/go_strconv.hpp"
+
 namespace lk {
 
 enum class FlagKind { boolean, value };
@@ -22,13 +24,5 @@ struct GoArgs {
 // missing values, bad booleans and bad syntax. Like Go, stops at -h or -help, the last flag then.
 GoArgs split_go_flags(const std::vector<std::string>& args,
                       const std::function<std::optional<FlagKind>(std::string_view)>& kind_of);
-
-// strconv.ParseBool: 1 t T TRUE true True, 0 f F FALSE false False.
-std::optional<bool> parse_go_bool(std::string_view text);
-
-// strconv.ParseInt(text, 0, 64), as Go's flag package reads integers: an optional sign, then
-// decimal, 0x/0o/0b or a leading 0 (octal), underscores between digits. Throws
-// std::invalid_argument ("parse error") or std::out_of_range ("value out of range").
-long long parse_go_int(std::string_view text);
 
 }  // namespace lk

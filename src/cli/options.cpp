@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <stdexcept>
 
-#include "backend/backends.hpp"
 #include "backend/prefix.hpp"
-#include "util/duration.hpp"
 #include "cli/go_flags.hpp"
+#include "util/duration.hpp"
 #include "util/error.hpp"
 
 namespace lk {
@@ -33,14 +33,8 @@ const char* const kDescription = R"(Usage: lock [options] prefix child...
   Options are Go-style: -flag, -flag=value or -flag value; the first argument
   that is not an option is the prefix, and everything after it is the child's.)";
 
-// CLI11 keeps the options' targets, the environment defaults, the conversions and the help text;
-// Go's single-dash syntax is handled in go_flags before it sees anything.
-std::string invalid(const std::string& flag, const std::string& text, const std::string& why) {
-  return "invalid value \"" + text + "\" for flag -" + flag + ": " + why;
-}
-
 // Integers as Go's flag package reads them, with its wording when they do not parse.
-int int_value(const std::string& flag, const std::string& text) {
+int int_value(std::string_view flag, const std::string& text) {
   try {
     long long v = parse_go_int(text);
     if (v < INT_MIN || v > INT_MAX) throw std::out_of_range("value out of range");
@@ -51,44 +45,15 @@ int int_value(const std::string& flag, const std::string& text) {
 }
 
 // An exit status: what a shell can tell apart, 0 to 255.
-int status_value(const std::string& flag, const std::string& text) {
+int status_value(std::string_view flag, const std::string& text) {
   int v = int_value(flag, text);
   if (v < 0 || v > 255) throw UsageError(invalid(flag, text, "an exit status is 0 to 255"));
   return v;
 }
 
-std::chrono::nanoseconds duration_value(const std::string& flag, const std::string& text) {
-  try {
-    return parse_go_duration(text);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(invalid(flag, text, e.what()));
-  }
-}
-
-bool env_bool(const char* env, const std::string& text, bool fallback) {
-  if (text.empty()) return fallback;
-  auto b = parse_go_bool(text);
-  if (!b) throw UsageError(std::string("invalid value \"") + text + "\" for " + env + ": parse error");
-  return *b;
-}
-
-std::vector<std::string> endpoint_urls(const std::string& text) {
-  std::vector<std::string> urls;
-  for (std::size_t start = 0; start <= text.size() && !text.empty();) {
-    auto comma = std::min(text.find(',', start), text.size());
-    std::string url = text.substr(start, comma - start);
-    if (!url.empty()) urls.push_back(url.find("://") == std::string::npos ? "http://" + url : url);
-    start = comma + 1;
-  }
-  return urls;
-}
-
-// What a flag's value is: how Go checks each occurrence of it as it comes (so that an early bad
-// value is reported even when a later one would win), and what -help calls it.
-enum class Value { none, integer, duration, text, when, name, path, api, urls };
-
 const char* value_text(Value v) {
   switch (v) {
+    case Value::boolean: return "";
     case Value::integer: return "=<int>";
     case Value::duration: return "=<duration>";
     case Value::when: return "=<when>";
@@ -100,155 +65,103 @@ const char* value_text(Value v) {
   }
 }
 
-// Every flag, in the order -help lists them: its name, the variable that stands in for it, what
-// its value is, its help (none: read from the environment only), its group in -help, and where
-// it goes: `on` for a boolean, `set` for a value. Which backends it applies to, and which it
-// selects, each backend says (backends.hpp).
-struct FlagInfo {
-  std::string_view name;
-  const char* env = nullptr;
-  Value value = Value::none;
-  const char* help = nullptr;
-  const char* group = nullptr;
-  bool& (*on)(Options&) = nullptr;
-  void (*set)(Options&, const std::string&) = nullptr;
+// "local (default), consul, etcd or zookeeper": -backend's help, as the registry has them.
+const char* backend_help() {
+  static const std::string help = [] {
+    std::string names = backend_names();
+    std::string first(registry().front().info.name);
+    return first + " (default)" + names.substr(first.size());
+  }();
+  return help.c_str();
+}
 
-  FlagKind kind() const { return value == Value::none ? FlagKind::boolean : FlagKind::value; }
-};
+// The flags of lock itself, in the order -help lists them; the backends' rows go among them
+// where their `after` says.
+std::vector<FlagInfo> core_rows() {
+  return {
+      {.name = "n", .value = Value::integer, .help = "Limit of lock holders; above 1 the lock is a semaphore"},
+      {.name = "name", .value = Value::text, .help = "Name of the session (default: from the child command)"},
+      {.name = "monitor-retry", .value = Value::integer,
+       .help = "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
+               "stopped (default 3)"},
+      {.name = "timeout", .value = Value::duration,
+       .help = "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever (-try is the same)"},
+      {.name = "shell", .help = "Run the child with $SHELL -c (default true)"},
+      {.name = "pass-stdin", .help = "Give the child our stdin (else /dev/null)"},
+      {.name = "child-exit-code", .help = "Exit 2 if the child exited with an error"},
+      {.name = "preserve-status", .help = "Exit with the child's own status (128+N if killed by signal N)"},
+      {.name = "conflict-exit-code", .value = Value::integer,
+       .help = "Exit status when -timeout passes without the lock (0 to 255, default 1)",
+       .check = [](const std::string& t) { status_value("conflict-exit-code", t); }},
+      {.name = "lost-exit-code", .value = Value::integer,
+       .help = "Exit status when the lock is lost (0 to 255, default 1)",
+       .check = [](const std::string& t) { status_value("lost-exit-code", t); }},
+      {.name = "min-hold", .value = Value::duration,
+       .help = "Keep the lock at least this long from its acquisition, even when the child ends "
+               "sooner, e.g. 30s (default 0)"},
+      {.name = "metrics-file", .value = Value::path,
+       .help = "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
+               "at acquisition and at exit",
+       .check = [](const std::string& t) {
+         if (t.empty()) throw UsageError("-metrics-file needs a file name");
+       }},
+      {.name = "kill-after", .value = Value::duration,
+       .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)"},
+      {.name = "verbose", .help = "Say what lock is doing, on stderr"},
+      {.name = "ready", .value = Value::when,
+       .help = "Under systemd (Type=notify), report the unit ready once the child runs (hold, the "
+               "default) or once in line for the lock (wait)"},
+      {.name = "backend", .env = "LOCK_BACKEND", .value = Value::name, .help = backend_help()},
+      {.name = "status", .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)"},
+      {.name = "json", .help = "With -status, print JSON"},
+      {.name = "watch", .help = "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)"},
+      {.name = "version", .help = "Print the version and exit"},
+  };
+}
 
-constexpr const char* kApi = "API Options";
-constexpr const char* kNetwork = "Network Options";
+// Puts `row` right after the row named `anchor` in `table`; false while that one is not there.
+bool insert_after(std::vector<const FlagInfo*>& table, std::string_view anchor, const FlagInfo* row) {
+  auto at = std::find_if(table.begin(), table.end(), [&](const FlagInfo* f) { return f->name == anchor; });
+  if (at == table.end()) return false;
+  table.insert(at + 1, row);
+  return true;
+}
 
-const FlagInfo kFlags[] = {
-    {.name = "n", .value = Value::integer,
-     .help = "Limit of lock holders; above 1 the lock is a semaphore",
-     .set = [](Options& o, const std::string& t) { o.limit = int_value("n", t); }},
-    {.name = "name", .value = Value::text,
-     .help = "Name of the session (default: from the child command)",
-     .set = [](Options& o, const std::string& t) { o.name = t; }},
-    {.name = "monitor-retry", .value = Value::integer,
-     .help = "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
-             "stopped (default 3)",
-     .set = [](Options& o, const std::string& t) { o.monitor_retry = int_value("monitor-retry", t); }},
-    {.name = "timeout", .value = Value::duration,
-     .help = "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever (-try is the same)",
-     .set = [](Options& o, const std::string& t) { o.timeout = duration_value("timeout", t); }},
-    {.name = "shell", .help = "Run the child with $SHELL -c (default true)",
-     .on = [](Options& o) -> bool& { return o.shell; }},
-    {.name = "pass-stdin", .help = "Give the child our stdin (else /dev/null)",
-     .on = [](Options& o) -> bool& { return o.pass_stdin; }},
-    {.name = "child-exit-code", .help = "Exit 2 if the child exited with an error",
-     .on = [](Options& o) -> bool& { return o.child_exit_code; }},
-    {.name = "preserve-status", .help = "Exit with the child's own status (128+N if killed by signal N)",
-     .on = [](Options& o) -> bool& { return o.preserve_status; }},
-    {.name = "conflict-exit-code", .value = Value::integer,
-     .help = "Exit status when -timeout passes without the lock (0 to 255, default 1)",
-     .set = [](Options& o, const std::string& t) {
-       o.conflict_exit_code = status_value("conflict-exit-code", t);
-     }},
-    {.name = "lost-exit-code", .value = Value::integer,
-     .help = "Exit status when the lock is lost (0 to 255, default 1)",
-     .set = [](Options& o, const std::string& t) { o.lost_exit_code = status_value("lost-exit-code", t); }},
-    {.name = "min-hold", .value = Value::duration,
-     .help = "Keep the lock at least this long from its acquisition, even when the child ends "
-             "sooner, e.g. 30s (default 0)",
-     .set = [](Options& o, const std::string& t) { o.min_hold = duration_value("min-hold", t); }},
-    {.name = "metrics-file", .value = Value::path,
-     .help = "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
-             "at acquisition and at exit",
-     .set = [](Options& o, const std::string& t) {
-       if (t.empty()) throw UsageError("-metrics-file needs a file name");
-       o.metrics_file = t;
-     }},
-    {.name = "kill-after", .value = Value::duration,
-     .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)",
-     .set = [](Options& o, const std::string& t) { o.kill_after = duration_value("kill-after", t); }},
-    {.name = "verbose", .help = "Say what lock is doing, on stderr",
-     .on = [](Options& o) -> bool& { return o.verbose; }},
-    {.name = "ready", .value = Value::when,
-     .help = "Under systemd (Type=notify), report the unit ready once the child runs (hold, the "
-             "default) or once in line for the lock (wait)",
-     .set = [](Options& o, const std::string& t) { o.ready_when_queued = t == "wait"; }},
-    {.name = "backend", .env = "LOCK_BACKEND", .value = Value::name,
-     .help = "local (default), consul, etcd or zookeeper",
-     .set = [](Options& o, const std::string& t) { o.backend = t; }},
-    {.name = "state-dir", .env = "LOCK_STATE_DIR", .value = Value::path,
-     .help = "Directory of the local backend's lock files (default /run/lock/lock, "
-             "/run/lock/lock-<uid> or /tmp/lock-<uid>)", .set = [](Options& o, const std::string& t) { o.state_dir = t; }},
-    {.name = "status", .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)",
-     .on = [](Options& o) -> bool& { return o.status; }},
-    {.name = "json", .help = "With -status, print JSON", .on = [](Options& o) -> bool& { return o.json; }},
-    {.name = "watch", .help = "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)",
-     .on = [](Options& o) -> bool& { return o.watch; }},
-    {.name = "version", .help = "Print the version and exit",
-     .on = [](Options& o) -> bool& { return o.version; }},
-    {.name = "http-addr", .env = "CONSUL_HTTP_ADDR", .value = Value::api,
-     .help = "Address of the Consul agent: host:port, http(s)://host:port or unix:///path",
-     .group = kApi,
-     .set = [](Options& o, const std::string& t) { o.api.http_addr = t; }},
-    {.name = "token", .env = "CONSUL_HTTP_TOKEN", .value = Value::api,
-     .help = "ACL token to use in the request", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.token = t; }},
-    {.name = "token-file", .env = "CONSUL_HTTP_TOKEN_FILE", .value = Value::api,
-     .help = "File containing the ACL token", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.token_file = t; }},
-    {.name = "ca-file", .env = "CONSUL_CACERT", .value = Value::api, .help = "CA file for TLS",
-     .group = kApi,
-     .set = [](Options& o, const std::string& t) { o.api.ca_file = t; }},
-    {.name = "ca-path", .env = "CONSUL_CAPATH", .value = Value::api,
-     .help = "Directory of CA certificates for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.ca_path = t; }},
-    {.name = "client-cert", .env = "CONSUL_CLIENT_CERT", .value = Value::api,
-     .help = "Client certificate for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.client_cert = t; }},
-    {.name = "client-key", .env = "CONSUL_CLIENT_KEY", .value = Value::api,
-     .help = "Client key for TLS", .group = kApi, .set = [](Options& o, const std::string& t) { o.api.client_key = t; }},
-    {.name = "tls-server-name", .env = "CONSUL_TLS_SERVER_NAME", .value = Value::api,
-     .help = "Server name to use as the SNI host for TLS", .group = kApi,
-     .set = [](Options& o, const std::string& t) { o.api.tls_server_name = t; }},
-    {.name = "datacenter", .value = Value::api, .help = "Datacenter to query (default: the agent's)",
-     .group = kApi,
-     .set = [](Options& o, const std::string& t) { o.api.datacenter = t; }},
-    {.name = "stale", .help = "Let any Consul server answer reads", .group = kApi,
-     .on = [](Options& o) -> bool& { return o.api.stale; }},
-    {.name = "session-ttl", .value = Value::duration,
-     .help = "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole seconds, "
-             "default 10s)",
-     .group = kNetwork,
-     .set = [](Options& o, const std::string& t) {
-       o.session_ttl = duration_value("session-ttl", t);
-       if (o.session_ttl.count() <= 0) throw UsageError("-session-ttl must be positive");
-     }},
-    {.name = "lock-delay", .value = Value::duration,
-     .help = "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)",
-     .group = kNetwork,
-     .set = [](Options& o, const std::string& t) { o.lock_delay = duration_value("lock-delay", t); }},
-    {.name = "value", .value = Value::text,
-     .help = "Value stored with the hold (default: a JSON record of host, pid and name)",
-     .group = kNetwork,
-     .set = [](Options& o, const std::string& t) { o.value = t; }},
-    {.name = "endpoints", .env = "ETCDCTL_ENDPOINTS", .value = Value::urls,
-     .help = "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for ZooKeeper, "
-             "host:port[,host:port...][/chroot] (default 127.0.0.1:2181)",
-     .group = kNetwork,
-     .set = [](Options& o, const std::string& t) {
-       o.endpoints = endpoint_urls(t);
-       o.zookeeper = t;
-     }},
-    // Read from the environment only, like Consul does.
-    {.name = "consul-http-ssl", .env = "CONSUL_HTTP_SSL", .value = Value::text,
-     .set = [](Options& o, const std::string& t) { o.api.ssl = env_bool("CONSUL_HTTP_SSL", t, false); }},
-    {.name = "consul-http-ssl-verify", .env = "CONSUL_HTTP_SSL_VERIFY", .value = Value::text,
-     .set = [](Options& o, const std::string& t) {
-       o.api.ssl_verify = env_bool("CONSUL_HTTP_SSL_VERIFY", t, true);
-     }},
-};
+// The one table: lock's rows, then each backend's where its `after` (or the row before it in its
+// list) says. A row several backends share is one row. An anchor may be another list's row, so
+// the lists are gone through until every row has its place.
+const std::vector<const FlagInfo*>& flag_table() {
+  static const std::vector<FlagInfo> core = core_rows();
+  static const std::vector<const FlagInfo*> table = [] {
+    std::vector<const FlagInfo*> t;
+    for (const FlagInfo& f : core) t.push_back(&f);
+    std::set<const FlagInfo*> placed(t.begin(), t.end());
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (const Registered& b : registry())
+        for (std::size_t i = 0; i < b.info.flags.size(); ++i) {
+          const FlagInfo* row = b.info.flags[i];
+          if (placed.contains(row)) continue;
+          std::string_view anchor = !row->after.empty() ? row->after : i ? b.info.flags[i - 1]->name : "";
+          if (anchor.empty()) t.push_back(row);
+          else if (!insert_after(t, anchor, row)) continue;
+          placed.insert(row);
+          progress = true;
+        }
+    }
+    return t;
+  }();
+  return table;
+}
 
 const FlagInfo* flag_info(std::string_view name) {
-  for (const FlagInfo& f : kFlags)
-    if (f.name == name) return &f;
+  for (const FlagInfo* f : flag_table())
+    if (f->name == name) return f;
   return nullptr;
 }
 
 // Go checks every occurrence of a flag as it comes, so an early bad value is reported even
-// when a later one would win.
-// `name` as given (-try for -timeout).
+// when a later one would win. `name` as given (-try for -timeout).
 void check_value(const FlagInfo& f, const std::string& name, const std::string& text) {
   if (f.value == Value::integer) int_value(name, text);
   if (f.value == Value::duration) duration_value(name, text);
@@ -273,14 +186,16 @@ std::optional<FlagKind> kind_of(std::string_view name) {
   if (name.starts_with("consul-")) return std::nullopt;
   const FlagInfo* f = flag_info(name);
   if (!f) return std::nullopt;
-  return f->kind();
+  return f->value == Value::boolean ? FlagKind::boolean : FlagKind::value;
 }
 
-// Building a CLI11 option compares it with every option built before, so building all of them
-// cost a tenth of an uncontended run: a parse builds only the flags given and those whose
-// variable is set (`wanted`), and -help builds them all.
+// CLI11 keeps the environment defaults, the last of repeated values and the help text; Go's
+// single-dash syntax is handled in go_flags before it sees anything. Building a CLI11 option
+// compares it with every option built before, so building all of them cost a tenth of an
+// uncontended run: a parse builds only the flags given and those whose variable is set
+// (`wanted`), and -help builds them all.
 struct Cli {
-  Options o;
+  FlagValues values;
   CLI::App app{kDescription, "lock"};
 
   explicit Cli(const std::function<bool(const FlagInfo&)>& wanted = nullptr) {
@@ -288,59 +203,88 @@ struct Cli {
     app.get_formatter()->column_width(30);
     app.set_help_flag();  // -h and -help are Go's, handled in parse_options
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    for (const FlagInfo& f : kFlags)
-      if (!wanted || wanted(f)) add(f);
+    for (const FlagInfo* f : flag_table())
+      if (!wanted || wanted(*f)) add(*f);
   }
 
   void add(const FlagInfo& f) {
-    std::string name = "--" + std::string(f.name);
-    CLI::Option* opt =
-        f.on ? app.add_flag(name, f.on(o), f.help ? f.help : "")
-             : app.add_option_function<std::string>(
-                   name, [this, &f](const std::string& text) { f.set(o, text); }, f.help ? f.help : "")
-                   ->option_text(value_text(f.value));
+    auto take = [this, &f](const std::string& text) {
+      if (f.check) f.check(text);
+      values.set(f.name, text);
+    };
+    CLI::Option* opt = app.add_option_function<std::string>("--" + std::string(f.name), take, f.help ? f.help : "")
+                           ->option_text(value_text(f.value));
     if (!f.help) opt->group("");
     else if (f.group) opt->group(f.group);
     if (f.env) opt->envname(f.env);
   }
 };
 
+// The core options, from the values their flags ended with; what is not given keeps Options'
+// own default.
+void read_core(Options& o, const FlagValues& v) {
+  auto integer = [&](std::string_view flag, int& field) {
+    if (const std::string* t = v.find(flag)) field = int_value(flag, *t);
+  };
+  integer("n", o.limit);
+  integer("monitor-retry", o.monitor_retry);
+  integer("conflict-exit-code", o.conflict_exit_code);
+  integer("lost-exit-code", o.lost_exit_code);
+  o.name = v.text("name");
+  o.timeout = v.duration("timeout", o.timeout);
+  o.min_hold = v.duration("min-hold", o.min_hold);
+  o.kill_after = v.duration("kill-after", o.kill_after);
+  o.shell = v.boolean("shell", o.shell);
+  o.pass_stdin = v.boolean("pass-stdin", o.pass_stdin);
+  o.child_exit_code = v.boolean("child-exit-code", o.child_exit_code);
+  o.preserve_status = v.boolean("preserve-status", o.preserve_status);
+  o.verbose = v.boolean("verbose", o.verbose);
+  o.status = v.boolean("status", o.status);
+  o.json = v.boolean("json", o.json);
+  o.watch = v.boolean("watch", o.watch);
+  o.version = v.boolean("version", o.version);
+  o.metrics_file = v.text("metrics-file");
+  o.ready_when_queued = v.text("ready") == "wait";
+  o.backend = v.text("backend");
+}
+
 // In -backend's absence, as `consul lock` would: the first backend that a flag given selects
 // (the first such flag names the reason), else one that a variable set selects, else the first.
 void select_backend(Options& o, const std::vector<std::string>& given) {
-  for (const BackendInfo* b : backends())
+  for (const Registered& b : registry())
     for (const auto& flag : given)
-      if (std::find(b->selecting_flags.begin(), b->selecting_flags.end(), flag) != b->selecting_flags.end()) {
-        o.backend = b->name;
+      if (std::find(b.info.selecting_flags.begin(), b.info.selecting_flags.end(), flag) !=
+          b.info.selecting_flags.end()) {
+        o.backend = b.info.name;
         o.backend_chosen_by = "-" + flag + " selects it";
         return;
       }
-  for (const BackendInfo* b : backends())
-    if (b->selecting_env && !env_or_empty(b->selecting_env).empty()) {
-      o.backend = b->name;
-      o.backend_chosen_by = std::string(b->selecting_env) + " is set";
+  for (const Registered& b : registry())
+    if (b.info.selecting_env && !env_or_empty(b.info.selecting_env).empty()) {
+      o.backend = b.info.name;
+      o.backend_chosen_by = std::string(b.info.selecting_env) + " is set";
       return;
     }
-  o.backend = backends().front()->name;
+  o.backend = registry().front().info.name;
 }
 
 // A flag given that is some backends' own and not the chosen one's is an error, not ignored.
 void check_flags_apply(const Options& o, const Given& given) {
-  for (const FlagInfo& f : kFlags) {
-    if (!given(f.name)) continue;
+  for (const FlagInfo* f : flag_table()) {
+    if (!given(f->name)) continue;
     std::vector<std::string> owners;
-    for (const BackendInfo* b : backends())
-      if (std::find(b->own_flags.begin(), b->own_flags.end(), f.name) != b->own_flags.end())
-        owners.emplace_back(b->name);
+    for (const Registered& b : registry())
+      if (b.info.applies(f->name)) owners.emplace_back(b.info.name);
     if (owners.empty() || std::find(owners.begin(), owners.end(), o.backend) != owners.end()) continue;
     std::string which = owners.front();
     for (std::size_t i = 1; i < owners.size(); ++i) which += (i + 1 == owners.size() ? " and " : ", ") + owners[i];
-    throw UsageError("-" + std::string(f.name) + " applies to the " + which + " backend" +
+    throw UsageError("-" + std::string(f->name) + " applies to the " + which + " backend" +
                      (owners.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
   }
 }
 
-void choose_backend(Options& o, const std::vector<std::string>& given) {
+// The chosen backend reads its own flags; it is told what every backend is told.
+void choose_backend(Options& o, const FlagValues& values, const std::vector<std::string>& given) {
   Given was_given = [&](std::string_view f) {
     return std::find(given.begin(), given.end(), f) != given.end();
   };
@@ -348,10 +292,14 @@ void choose_backend(Options& o, const std::vector<std::string>& given) {
     select_backend(o, given);
   else
     o.backend_chosen_by = was_given("backend") ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
-  const BackendInfo* chosen = find_backend(o.backend);
+  const Registered* chosen = find_backend(o.backend);
   if (!chosen) throw UsageError("unknown backend '" + o.backend + "' (choose " + backend_names() + ")");
   check_flags_apply(o, was_given);
-  chosen->configure(o, was_given);
+  std::unique_ptr<BackendConfig> config = chosen->info.configure(values, was_given);
+  config->status_only = o.status;
+  config->kill_after = o.kill_after;
+  config->monitor_retry = o.monitor_retry;
+  o.backend_config = std::move(config);
 }
 
 // The hold's end is told as a date (-status, systemd's status): it must fit the wall clock, whose
@@ -415,7 +363,8 @@ Options parse_options(const std::vector<std::string>& args) {
     for (std::size_t at; (at = msg.find("--")) != std::string::npos;) msg.erase(at, 1);
     throw UsageError(msg);
   }
-  Options& o = cli.o;
+  Options o;
+  read_core(o, cli.values);
   if (o.version) return o;
 
   // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
@@ -428,7 +377,7 @@ Options parse_options(const std::vector<std::string>& args) {
     for (const auto& word : o.child) joined += (joined.empty() ? "" : " ") + word;
     o.name = "lock for '" + joined + "' at '" + o.prefix + "'";
   }
-  choose_backend(o, given);
+  choose_backend(o, cli.values, given);
   return o;
 }
 
@@ -442,10 +391,10 @@ std::vector<std::string> option_variables() {
   auto add = [&](const char* name) {
     if (name && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   };
-  for (const FlagInfo& f : kFlags) add(f.env);
-  for (const BackendInfo* b : backends()) {
-    add(b->selecting_env);
-    for (const char* name : b->variables) add(name);
+  for (const FlagInfo* f : flag_table()) add(f->env);
+  for (const Registered& b : registry()) {
+    add(b.info.selecting_env);
+    for (const char* name : b.info.variables) add(name);
   }
   return names;
 }

@@ -1,18 +1,12 @@
 #pragma once
 #include <chrono>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
-namespace lk {
+#include "backend/registry.hpp"
 
-// Consul's HTTP API options. They are parsed and checked here; the Consul backend uses them.
-struct ApiOptions {
-  std::string http_addr, token, token_file, ca_file, ca_path, client_cert, client_key,
-      tls_server_name, datacenter;
-  bool stale = false;
-  bool ssl = false, ssl_verify = true;  // CONSUL_HTTP_SSL, CONSUL_HTTP_SSL_VERIFY
-};
+namespace lk {
 
 struct Options {
   int limit = 1;
@@ -30,18 +24,10 @@ struct Options {
   bool verbose = false;
   bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
-  std::string backend;  // a name backends.hpp knows
+  std::string backend;  // a name the registry knows
   std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...
-  std::string state_dir;  // as the user gave it; empty: the local backend's default
-  ApiOptions api;
-
-  // Network backends.
-  std::vector<std::string> endpoints;         // etcd's URLs
-  std::string zookeeper;                      // ZooKeeper's connect string, host:port,...[/chroot]
-  std::string etcd_user, etcd_password;       // ETCDCTL_USER ("user" or "user:password")
-  std::chrono::nanoseconds session_ttl{0};    // 0: the backend's default
-  std::chrono::nanoseconds lock_delay{std::chrono::seconds(15)};
-  std::optional<std::string> value;           // stored with the hold
+  // The chosen backend's own, read from its flags (registry.hpp); set once a backend is chosen.
+  std::shared_ptr<const BackendConfig> backend_config;
 
   std::string prefix;
   std::vector<std::string> child;

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <exception>
 
-#include "backend/make_backend.hpp"
 #include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "runner/children.hpp"
@@ -22,19 +21,20 @@ namespace lk {
 namespace {
 
 // Who holds and who waits: a courtesy for the messages below, so a failure to tell (or a stop
-// signal that cut the answer short) is no error.
-std::optional<PrefixStatus> status_of(Backend& backend, const std::string& prefix, const Wake& wake) {
+// signal that cut the answer short) is no error. Read by the backend's status reader, on a
+// connection of its own: the backend that waits is not called back from inside its wait.
+std::optional<PrefixStatus> status_of(const Options& o, const Wake& wake) {
   try {
-    return backend.status(prefix, &wake);
+    return carried(o.backend, o.backend_chosen_by).read_status(*o.backend_config, o.prefix, &wake);
   } catch (const Error&) {
     return std::nullopt;
   }
 }
 
 // "still waiting for prefix 'p', held by pid 12 on web1 since ...".
-std::string waiting_for(Backend& backend, const std::string& prefix, const Wake& wake) {
-  std::string line = "still waiting for prefix '" + printable(prefix) + "'";
-  if (auto s = status_of(backend, prefix, wake)) {
+std::string waiting_for(const Options& o, const Wake& wake) {
+  std::string line = "still waiting for prefix '" + printable(o.prefix) + "'";
+  if (auto s = status_of(o, wake)) {
     for (std::size_t i = 0; i < s->holders.size(); ++i)
       line += (i ? ", " : ", held by ") + s->holders[i].who();
     if (!s->waiters.empty())
@@ -44,9 +44,8 @@ std::string waiting_for(Backend& backend, const std::string& prefix, const Wake&
 }
 
 // systemd's status line while we wait: "waiting for p (1 of 1 held: pid 12 on web1 since ...)".
-std::optional<std::string> waiting_status(Backend& backend, const Options& o,
-                                          const std::string& what, const Wake& wake) {
-  auto s = status_of(backend, o.prefix, wake);
+std::optional<std::string> waiting_status(const Options& o, const std::string& what, const Wake& wake) {
+  auto s = status_of(o, wake);
   if (!s) return std::nullopt;  // keep the last line
   std::string line = "waiting for " + what;
   for (std::size_t i = 0; i < s->holders.size(); ++i)
@@ -160,7 +159,7 @@ int run_once(const Options& o, MetricsFile& metrics) {
   foreign.insert(watchdog.pid());
   Signals signals;  // before anything that waits, so that no signal is missed
   SystemdNotify systemd;  // and the child inherits none of its variables
-  auto backend = make_backend(o);
+  auto backend = carried(o.backend, o.backend_chosen_by).make(*o.backend_config);
   LockSpec spec{o.prefix, o.limit, o.name};
   std::string what = announce_wait(o, systemd);
   int stop_signal = 0;  // the first one that came, kept until acted on
@@ -174,9 +173,9 @@ int run_once(const Options& o, MetricsFile& metrics) {
   Interrupt interrupt{notice.fd(),
                       [&] {
                         if (stop_requested()) return false;
-                        notice.maybe_print([&] { return waiting_for(*backend, o.prefix, status_wake); });
+                        notice.maybe_print([&] { return waiting_for(o, status_wake); });
                         if (systemd.tick())
-                          if (auto line = waiting_status(*backend, o, what, status_wake))
+                          if (auto line = waiting_status(o, what, status_wake))
                             systemd.status(*line);
                         return !stop_requested();
                       },

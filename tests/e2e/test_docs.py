@@ -126,20 +126,32 @@ class CompletionTest(LockTestCase):
                    XDG_CACHE_HOME=os.path.join(home, ".cache"))
         return env
 
+    def offered(self, complete, line):
+        r = complete(line)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # fish offers "-timeout=30s" where the others offer "30s"; a tab starts fish's
+        # description.
+        return [c.split("\t")[0].rpartition("=")[2] for c in r.stdout.splitlines()]
+
     def check(self, shell, complete):
         """complete(line) runs the shell and returns its CompletedProcess; one candidate a line."""
         if not shutil.which(shell):
             self.skipTest(f"{shell} is not installed")
         for line, expected in CASES:
             with self.subTest(shell=shell, line=line):
-                r = complete(line)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                # fish offers "-timeout=30s" where the others offer "30s"; a tab starts fish's
-                # description.
-                offered = [c.split("\t")[0].rpartition("=")[2] for c in r.stdout.splitlines()]
+                offered = self.offered(complete, line)
                 self.assertIn(expected, offered)
                 if line == "lock -ti":
                     self.assertNotIn("-tls-server-name", offered)
+        # Checked against what lock itself says: every flag of -help, every backend it knows.
+        with self.subTest(shell=shell, line="lock -"):
+            flags = help_flags(self.run_lock("-help").stdout)
+            missing = {f for f in flags if "-" + f not in self.offered(complete, "lock -")}
+            self.assertEqual(missing, set(), "flags of -help the completion does not offer")
+        with self.subTest(shell=shell, line="lock -backend "):
+            said = self.run_lock("-backend", "?", "p", "true").stderr
+            names = re.search(r"\(choose ([^)]*)\)", said).group(1).replace(" or ", ", ").split(", ")
+            self.assertEqual(sorted(self.offered(complete, "lock -backend ")), sorted(names))
 
     def run_shell(self, argv):
         return subprocess.run(argv, env=self.shell_env(), cwd=self.tmp, capture_output=True,

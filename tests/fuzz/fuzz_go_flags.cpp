@@ -13,7 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/consul/consul_options.hpp"
+#include "backend/etcd/etcd_options.hpp"
+#include "backend/local/local_options.hpp"
 #include "backend/prefix.hpp"
+#include "backend/zookeeper/zk_options.hpp"
 #include "cli/go_flags.hpp"
 #include "cli/options.hpp"
 #include "fuzz_check.hpp"
@@ -262,7 +266,6 @@ void check_options(const std::vector<std::string>& args) {
   FUZZ_CHECK(o.monitor_retry >= 0);
   FUZZ_CHECK(o.timeout >= 0ns);
   FUZZ_CHECK(o.kill_after >= 0ns);
-  FUZZ_CHECK(o.session_ttl >= 0ns);
   FUZZ_CHECK_MSG(checked_prefix(o.prefix), fuzz::shown(o.prefix));
   FUZZ_CHECK(lk::validate_prefix(o.prefix) == o.prefix);
   FUZZ_CHECK(o.status ? o.child.empty() : !o.child.empty());
@@ -271,14 +274,26 @@ void check_options(const std::vector<std::string>& args) {
   FUZZ_CHECK_MSG(o.backend == "local" || o.backend == "consul" || o.backend == "etcd" ||
                      o.backend == "zookeeper",
                  fuzz::shown(o.backend));
-  for (const std::string& url : o.endpoints) FUZZ_CHECK_MSG(url.find("://") != std::string::npos, url);
+  // The chosen backend's configuration, as its own type: made for it, told the core options.
+  FUZZ_CHECK(o.backend_config != nullptr);
+  FUZZ_CHECK(o.backend_config->status_only == o.status && o.backend_config->kill_after == o.kill_after &&
+             o.backend_config->monitor_retry == o.monitor_retry);
+  if (o.backend == "local") FUZZ_CHECK(dynamic_cast<const lk::LocalOptions*>(o.backend_config.get()));
+  if (o.backend == "zookeeper") {
+    auto* z = dynamic_cast<const lk::ZkOptions*>(o.backend_config.get());
+    FUZZ_CHECK(z && !z->connect.empty() && z->session_ttl >= 1ms);
+  }
   if (o.backend == "etcd") {
-    FUZZ_CHECK(!o.endpoints.empty());
-    FUZZ_CHECK(o.session_ttl >= 1s && o.session_ttl % 1s == 0ns);
+    auto* e = dynamic_cast<const lk::EtcdOptions*>(o.backend_config.get());
+    FUZZ_CHECK(e && !e->client.endpoints.empty());
+    for (const std::string& url : e->client.endpoints) FUZZ_CHECK_MSG(url.find("://") != std::string::npos, url);
+    FUZZ_CHECK(e->session_ttl >= 1s && e->session_ttl % 1s == 0ns);
   }
   if (o.backend == "consul") {
-    FUZZ_CHECK(o.session_ttl >= 10s && o.session_ttl <= 24h);
-    FUZZ_CHECK(o.lock_delay >= 0s && o.lock_delay <= 60s);
+    auto* c = dynamic_cast<const lk::ConsulOptions*>(o.backend_config.get());
+    FUZZ_CHECK(c && !c->client.address.empty());
+    FUZZ_CHECK(c->session_ttl >= 10s && c->session_ttl <= 24h);
+    FUZZ_CHECK(c->lock_delay >= 0s && c->lock_delay <= 60s);
   }
 }
 

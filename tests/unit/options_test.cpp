@@ -11,63 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
-#include "util/error.hpp"
+#include "options_support.hpp"
 
 using lk::Options;
 using lk::parse_options;
+using namespace lk::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-using Args = std::vector<std::string>;
-
-// A Scope clears every variable parse_options reads for one test case and puts back what the
-// process had when it ends, so the developer's own environment cannot leak into a test nor one
-// case into the next.
-class EnvScope {
- public:
-  EnvScope() {
-    for (const std::string& name : lk::option_variables()) {
-      const char* value = std::getenv(name.c_str());
-      saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
-      unsetenv(name.c_str());
-    }
-  }
-  ~EnvScope() {
-    for (const auto& [name, value] : saved_) {
-      if (value)
-        setenv(name.c_str(), value->c_str(), 1);
-      else
-        unsetenv(name.c_str());
-    }
-  }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-
-  void set(const char* name, const char* value) { setenv(name, value, 1); }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
-// The UsageError message for `args`, or "" when they parse.
-std::string error_of(const Args& args) {
-  try {
-    parse_options(args);
-  } catch (const lk::UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// Parses `flags` followed by a valid prefix and child.
-Options with(Args flags) {
-  flags.insert(flags.end(), {"p", "cmd"});
-  return parse_options(flags);
-}
-
-}  // namespace
 
 TEST_CASE("defaults") {
   EnvScope env;
@@ -83,13 +32,6 @@ TEST_CASE("defaults") {
   CHECK_FALSE(o.verbose);
   CHECK(o.kill_after == 5s);
   CHECK(o.backend == "local");
-  CHECK(o.state_dir.empty());  // the local backend's default
-  CHECK(o.api.http_addr.empty());
-  CHECK(o.api.token.empty());
-  CHECK(o.api.datacenter.empty());
-  CHECK_FALSE(o.api.stale);
-  CHECK_FALSE(o.api.ssl);
-  CHECK(o.api.ssl_verify);
   CHECK(o.prefix == "p");
   CHECK(o.child == Args{"cmd"});
   CHECK_FALSE(o.help);
@@ -218,54 +160,12 @@ TEST_CASE("-ready is hold (the default) or wait; Go checks every occurrence") {
         "invalid value \"\" for flag -ready: must be hold or wait");
 }
 
-TEST_CASE("-backend and -state-dir") {
+TEST_CASE("-backend names a backend") {
   EnvScope env;
   CHECK(with({"-backend", "local"}).backend == "local");
   CHECK(with({"-backend=consul"}).backend == "consul");
   CHECK(with({"-backend=etcd"}).backend == "etcd");
   CHECK(with({"-backend=zookeeper"}).backend == "zookeeper");
-
-  Options o = with({"-state-dir", "/some/dir"});
-  CHECK(o.state_dir == "/some/dir");
-  CHECK(o.backend == "local");
-}
-
-TEST_CASE("an empty -state-dir is an error, not the default") {
-  EnvScope env;
-  CHECK(error_of({"-state-dir=", "p", "cmd"}) ==
-        "-state-dir must not be empty (leave it out for the default)");
-  CHECK(error_of({"-state-dir", "", "p", "cmd"}) ==
-        "-state-dir must not be empty (leave it out for the default)");
-}
-
-TEST_CASE("each API flag sets its option, selects consul and is remembered") {
-  EnvScope env;
-  struct Case {
-    const char* flag;
-    std::string lk::ApiOptions::*field;
-  };
-  const Case cases[] = {
-      {"http-addr", &lk::ApiOptions::http_addr},
-      {"token", &lk::ApiOptions::token},
-      {"token-file", &lk::ApiOptions::token_file},
-      {"ca-file", &lk::ApiOptions::ca_file},
-      {"ca-path", &lk::ApiOptions::ca_path},
-      {"client-cert", &lk::ApiOptions::client_cert},
-      {"client-key", &lk::ApiOptions::client_key},
-      {"tls-server-name", &lk::ApiOptions::tls_server_name},
-      {"datacenter", &lk::ApiOptions::datacenter},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.flag);
-    Options o = with({std::string("-") + c.flag, "value"});
-    CHECK(o.api.*c.field == "value");
-    CHECK(o.backend == "consul");
-    CHECK(o.backend_chosen_by == std::string("-") + c.flag + " selects it");
-  }
-  Options stale = with({"-stale"});
-  CHECK(stale.api.stale);
-  CHECK(stale.backend == "consul");
-  CHECK(stale.backend_chosen_by == "-stale selects it");
 }
 
 TEST_CASE("-version needs no prefix and skips the other checks") {
@@ -319,8 +219,6 @@ TEST_CASE("a repeated flag: the last one wins") {
   CHECK(with({"-kill-after", "1s", "-kill-after", "2s"}).kill_after == 2s);
   CHECK(with({"-monitor-retry", "5", "-monitor-retry", "1"}).monitor_retry == 1);
   CHECK(with({"-backend", "consul", "-backend", "local"}).backend == "local");
-  CHECK(with({"-state-dir", "/a", "-state-dir", "/b"}).state_dir == "/b");
-  CHECK(with({"-http-addr", "a", "-http-addr", "b"}).api.http_addr == "b");
 }
 
 TEST_CASE("the child's words are passed on untouched") {
@@ -365,7 +263,7 @@ TEST_CASE("LOCK_BACKEND gives the default backend; -backend overrides it") {
   CHECK(with({}).backend == "consul");
   CHECK(with({"-backend", "local"}).backend == "local");
   env.set("LOCK_BACKEND", "nonsense");
-  CHECK(error_of({"p", "cmd"}) == "unknown backend 'nonsense' (choose local, consul, etcd or zookeeper)");
+  CHECK(error_of({"p", "cmd"}) == "unknown backend 'nonsense' (choose local, consul, etcd, zookeeper or memory)");
 }
 
 TEST_CASE("an empty LOCK_BACKEND counts as unset") {
@@ -374,131 +272,12 @@ TEST_CASE("an empty LOCK_BACKEND counts as unset") {
   CHECK(with({}).backend == "local");
 }
 
-TEST_CASE("LOCK_STATE_DIR gives the state directory; -state-dir overrides it") {
-  EnvScope env;
-  env.set("LOCK_STATE_DIR", "/from/env");
-  Options o = with({});
-  CHECK(o.state_dir == "/from/env");
-  CHECK(with({"-state-dir", "/from/flag"}).state_dir == "/from/flag");
-}
-
-TEST_CASE("an empty LOCK_STATE_DIR counts as unset") {
-  EnvScope env;
-  env.set("LOCK_STATE_DIR", "");
-  Options o = with({});
-  CHECK(o.state_dir.empty());
-}
-
-TEST_CASE("CONSUL_HTTP_ADDR selects consul only when no backend is named") {
-  EnvScope env;
-  env.set("CONSUL_HTTP_ADDR", "127.0.0.1:8500");
-  Options o = with({});
-  CHECK(o.backend == "consul");
-  CHECK(o.api.http_addr == "127.0.0.1:8500");
-
-  Options local = with({"-backend", "local"});
-  CHECK(local.backend == "local");
-
-  env.set("LOCK_BACKEND", "local");
-  CHECK(with({}).backend == "local");
-}
-
-TEST_CASE("-http-addr overrides CONSUL_HTTP_ADDR") {
-  EnvScope env;
-  env.set("CONSUL_HTTP_ADDR", "env:1");
-  CHECK(with({"-http-addr", "flag:2"}).api.http_addr == "flag:2");
-}
-
-TEST_CASE("the other CONSUL_ variables fill the API options without choosing consul") {
-  EnvScope env;
-  env.set("CONSUL_HTTP_TOKEN", "tok");
-  env.set("CONSUL_HTTP_TOKEN_FILE", "/tok");
-  env.set("CONSUL_CACERT", "/ca");
-  env.set("CONSUL_CAPATH", "/cas");
-  env.set("CONSUL_CLIENT_CERT", "/cert");
-  env.set("CONSUL_CLIENT_KEY", "/key");
-  env.set("CONSUL_TLS_SERVER_NAME", "srv");
-  Options o = with({});
-  CHECK(o.backend == "local");
-  CHECK(o.api.token == "tok");
-  CHECK(o.api.token_file == "/tok");
-  CHECK(o.api.ca_file == "/ca");
-  CHECK(o.api.ca_path == "/cas");
-  CHECK(o.api.client_cert == "/cert");
-  CHECK(o.api.client_key == "/key");
-  CHECK(o.api.tls_server_name == "srv");
-}
-
-TEST_CASE("CONSUL_HTTP_SSL and CONSUL_HTTP_SSL_VERIFY are Go booleans") {
-  EnvScope env;
-  env.set("CONSUL_HTTP_SSL", "true");
-  CHECK(with({}).api.ssl);
-  env.set("CONSUL_HTTP_SSL", "0");
-  CHECK_FALSE(with({}).api.ssl);
-  env.set("CONSUL_HTTP_SSL", "");
-  CHECK_FALSE(with({}).api.ssl);
-  env.set("CONSUL_HTTP_SSL", "maybe");
-  CHECK(error_of({"p", "cmd"}) == "invalid value \"maybe\" for CONSUL_HTTP_SSL: parse error");
-
-  env.set("CONSUL_HTTP_SSL", "1");
-  env.set("CONSUL_HTTP_SSL_VERIFY", "false");
-  CHECK_FALSE(with({}).api.ssl_verify);
-  env.set("CONSUL_HTTP_SSL_VERIFY", "T");
-  CHECK(with({}).api.ssl_verify);
-  env.set("CONSUL_HTTP_SSL_VERIFY", "no");
-  CHECK(error_of({"p", "cmd"}) == "invalid value \"no\" for CONSUL_HTTP_SSL_VERIFY: parse error");
-}
-
-TEST_CASE("the environment variables are not flags") {
-  EnvScope env;
-  CHECK(error_of({"-consul-http-ssl", "p", "cmd"}) ==
-        "flag provided but not defined: -consul-http-ssl");
-  CHECK(error_of({"-consul-http-ssl-verify=false", "p", "cmd"}) ==
-        "flag provided but not defined: -consul-http-ssl-verify");
-}
-
 TEST_CASE("an unknown backend is refused") {
   EnvScope env;
   CHECK(error_of({"-backend", "x", "p", "cmd"}) ==
-        "unknown backend 'x' (choose local, consul, etcd or zookeeper)");
+        "unknown backend 'x' (choose local, consul, etcd, zookeeper or memory)");
   CHECK(error_of({"-backend", "Local", "p", "cmd"}) ==
-        "unknown backend 'Local' (choose local, consul, etcd or zookeeper)");
-}
-
-TEST_CASE("API flags belong to the consul backend") {
-  EnvScope env;
-  CHECK(error_of({"-backend", "local", "-http-addr", "x", "p", "cmd"}) ==
-        "-http-addr applies to the consul backend, not to -backend local");
-  CHECK(error_of({"-http-addr", "x", "-backend", "local", "p", "cmd"}) ==
-        "-http-addr applies to the consul backend, not to -backend local");
-  CHECK(error_of({"-backend", "etcd", "-token", "t", "p", "cmd"}) ==
-        "-token applies to the consul backend, not to -backend etcd");
-  CHECK(error_of({"-backend", "zookeeper", "-stale", "p", "cmd"}) ==
-        "-stale applies to the consul backend, not to -backend zookeeper");
-  // Even a flag that says "no" was given, so it is refused all the same.
-  CHECK(error_of({"-backend", "local", "-stale=false", "p", "cmd"}) ==
-        "-stale applies to the consul backend, not to -backend local");
-  env.set("LOCK_BACKEND", "local");
-  CHECK(error_of({"-datacenter", "dc1", "p", "cmd"}) ==
-        "-datacenter applies to the consul backend, not to -backend local");
-  CHECK(with({"-backend", "consul", "-datacenter", "dc1"}).backend == "consul");
-}
-
-TEST_CASE("-state-dir belongs to the local backend") {
-  EnvScope env;
-  CHECK(error_of({"-backend", "consul", "-state-dir", "/d", "p", "cmd"}) ==
-        "-state-dir applies to the local backend, not to -backend consul");
-  CHECK(error_of({"-http-addr", "x", "-state-dir", "/d", "p", "cmd"}) ==
-        "-state-dir applies to the local backend, not to -backend consul");
-  env.set("CONSUL_HTTP_ADDR", "x");
-  CHECK(error_of({"-state-dir", "/d", "p", "cmd"}) ==
-        "-state-dir applies to the local backend, not to -backend consul");
-}
-
-TEST_CASE("LOCK_STATE_DIR does not stand in the way of another backend") {
-  EnvScope env;
-  env.set("LOCK_STATE_DIR", "/d");
-  CHECK(with({"-backend", "consul"}).backend == "consul");
+        "unknown backend 'Local' (choose local, consul, etcd, zookeeper or memory)");
 }
 
 TEST_CASE("limits and counts are checked with consul's wording") {
@@ -605,12 +384,6 @@ TEST_CASE("an empty value is read as Go reads it") {
 
 // Consul's API client ignores an empty CONSUL_HTTP_ADDR, as scripts that `export
 // CONSUL_HTTP_ADDR=` expect.
-TEST_CASE("an empty CONSUL_HTTP_ADDR counts as unset") {
-  EnvScope env;
-  env.set("CONSUL_HTTP_ADDR", "");
-  CHECK(with({}).backend == "local");
-}
-
 // consul registers -try as a flag of its own, so Go names it in the message.
 TEST_CASE("a bad -try value is reported under -try") {
   EnvScope env;
@@ -645,76 +418,6 @@ TEST_CASE("-watch goes with -status, on every backend") {
   CHECK(error_of({"-watch", "p", "cmd"}) == "-watch goes with -status");
   for (const char* backend : {"consul", "etcd", "zookeeper"})
     CHECK(parse_options({"-backend", backend, "-status", "-watch", "p"}).watch);
-}
-
-TEST_CASE("etcd: endpoints from the flag or ETCDCTL_ENDPOINTS, etcdctl's defaults") {
-  EnvScope env;
-  Options o = parse_options({"-endpoints", "http://a:2379,b:2379,", "p", "c"});
-  CHECK(o.backend == "etcd");  // -endpoints alone selects etcd
-  CHECK(o.backend_chosen_by == "-endpoints selects it");
-  CHECK(o.endpoints == Args{"http://a:2379", "http://b:2379"});
-  CHECK(o.session_ttl == 10s);
-
-  env.set("ETCDCTL_ENDPOINTS", "https://c:2379");
-  o = parse_options({"-backend", "etcd", "p", "c"});
-  CHECK(o.endpoints == Args{"https://c:2379"});
-  env.set("ETCDCTL_ENDPOINTS", "");
-  CHECK(parse_options({"-backend", "etcd", "p", "c"}).endpoints == Args{"http://127.0.0.1:2379"});
-}
-
-TEST_CASE("etcd: etcdctl's TLS and user variables; Consul's do not apply") {
-  EnvScope env;
-  env.set("CONSUL_CACERT", "/consul/ca");
-  env.set("ETCDCTL_CERT", "/etcd/cert");
-  env.set("ETCDCTL_USER", "root:secret");
-  Options o = parse_options({"-backend", "etcd", "p", "c"});
-  CHECK(o.api.ca_file == "");
-  CHECK(o.api.client_cert == "/etcd/cert");
-  CHECK(o.etcd_user == "root");
-  CHECK(o.etcd_password == "secret");
-  CHECK(parse_options({"-backend", "etcd", "-ca-file", "/mine", "p", "c"}).api.ca_file == "/mine");
-
-  env.set("ETCDCTL_USER", "root");
-  env.set("ETCDCTL_PASSWORD", "other");
-  CHECK(parse_options({"-backend", "etcd", "p", "c"}).etcd_password == "other");
-}
-
-TEST_CASE("session TTL, lock-delay and value") {
-  EnvScope env;
-  CHECK(parse_options({"-backend", "consul", "p", "c"}).session_ttl == 15s);
-  CHECK(parse_options({"-backend", "etcd", "-session-ttl", "3s", "p", "c"}).session_ttl == 3s);
-  CHECK(parse_options({"-backend", "consul", "-lock-delay", "0s", "p", "c"}).lock_delay == 0s);
-  CHECK_FALSE(parse_options({"-backend", "etcd", "p", "c"}).value);
-  CHECK(parse_options({"-backend", "etcd", "-value=", "p", "c"}).value == "");
-  CHECK_THROWS_WITH_AS(parse_options({"-backend", "consul", "-lock-delay", "61s", "p", "c"}),
-                       "-lock-delay must be between 0s and 60s, not 1m1s", lk::UsageError);
-  CHECK(error_of({"-backend", "etcd", "-session-ttl", "0s", "p", "c"}) ==
-        "-session-ttl must be positive");
-  CHECK(error_of({"-backend", "etcd", "-session-ttl", "500ms", "p", "c"}) ==
-        "-session-ttl for etcd must be a whole number of seconds, at least 1s");
-}
-
-TEST_CASE("zookeeper: a connect string from the flag or ZOOKEEPER_ENDPOINTS, 127.0.0.1:2181 else") {
-  EnvScope env;
-  Options o = parse_options({"-backend", "zookeeper", "-endpoints", "zk1:2181,zk2:2181/app", "p", "c"});
-  CHECK(o.zookeeper == "zk1:2181,zk2:2181/app");  // as ZooKeeper reads it, no URL scheme added
-  CHECK(o.endpoints.empty());
-  CHECK(o.session_ttl == 10s);
-
-  env.set("ETCDCTL_ENDPOINTS", "http://etcd:2379");  // etcdctl's, not ours
-  CHECK(parse_options({"-backend", "zookeeper", "p", "c"}).zookeeper == "127.0.0.1:2181");
-  env.set("ZOOKEEPER_ENDPOINTS", "zk3:2181");
-  CHECK(parse_options({"-backend", "zookeeper", "p", "c"}).zookeeper == "zk3:2181");
-  env.set("LOCK_BACKEND", "zookeeper");
-  CHECK(parse_options({"-endpoints", "zk4:2181", "p", "c"}).zookeeper == "zk4:2181");
-
-  CHECK(parse_options({"-backend", "zookeeper", "-session-ttl", "4500ms", "-value", "v", "p", "c"}).session_ttl == 4500ms);
-  CHECK(error_of({"-backend", "zookeeper", "-session-ttl", "500us", "p", "c"}) ==
-        "-session-ttl for ZooKeeper must be between 1ms and 596h");
-  CHECK(error_of({"-backend", "zookeeper", "-token", "t", "p", "c"}) ==
-        "-token applies to the consul backend, not to -backend zookeeper");
-  CHECK(error_of({"-backend", "zookeeper", "-ca-file", "f", "p", "c"}) ==
-        "-ca-file applies to the consul and etcd backends, not to -backend zookeeper");
 }
 
 TEST_CASE("option_variables names each variable parse_options reads, once") {

@@ -1,6 +1,8 @@
 #include "backend/consul/consul_backend.hpp"
 
 #include "backend/consul/consul_layout.hpp"
+#include "backend/consul/consul_options.hpp"
+#include "backend/consul/consul_token.hpp"
 #include "backend/consul/consul_recipe.hpp"
 #include "backend/consul/wait_index.hpp"
 #include "backend/lease/follow_prefix.hpp"
@@ -38,7 +40,26 @@ PrefixStatus status_of(const std::string& prefix, const std::vector<KvPair>& pai
   return s;
 }
 
+// The client's configuration with its token read; the lease's, with the word on retries that do
+// not fit said when a run starts.
+ConsulBackendConfig prepared(const BackendConfig& config, bool starting_a_run) {
+  const auto& o = static_cast<const ConsulOptions&>(config);
+  ConsulConfig client = o.client;
+  client.token = consul_token(o.client.token, o.token_file);
+  LeaseOptions lease = o.lease();
+  if (starting_a_run) lease.timing().say_shortfall();
+  return {client, lease, o.lock_delay};
+}
+
 }  // namespace
+
+std::unique_ptr<Backend> make_consul_backend(const BackendConfig& config) {
+  return std::make_unique<ConsulBackend>(prepared(config, !config.status_only));
+}
+
+PrefixStatus read_consul_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
+  return ConsulBackend(prepared(config, false)).status(prefix, wake);
+}
 
 PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) {
   ConsulClient client(config_.client);

@@ -1,5 +1,7 @@
 #include "backend/etcd/etcd_backend.hpp"
 
+#include "backend/etcd/etcd_options.hpp"
+
 #include "backend/etcd/etcd_layout.hpp"
 #include "backend/etcd/etcd_prefix_view.hpp"
 #include "backend/etcd/etcd_recipe.hpp"
@@ -8,6 +10,26 @@
 #include "util/printable.hpp"
 
 namespace lk {
+
+namespace {
+
+// The lease's, with the word on retries that do not fit said when a run starts.
+EtcdBackendConfig prepared(const BackendConfig& config, bool starting_a_run) {
+  const auto& o = static_cast<const EtcdOptions&>(config);
+  LeaseOptions lease = o.lease();
+  if (starting_a_run) lease.timing().say_shortfall();
+  return {o.client, lease};
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_etcd_backend(const BackendConfig& config) {
+  return std::make_unique<EtcdBackend>(prepared(config, !config.status_only));
+}
+
+PrefixStatus read_etcd_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
+  return EtcdBackend(prepared(config, false)).status(prefix, wake);
+}
 
 PrefixStatus EtcdBackend::status(const std::string& prefix, const Wake* wake) {
   EtcdClient client(config_.client);

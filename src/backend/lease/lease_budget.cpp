@@ -73,6 +73,10 @@ std::optional<std::string> LeaseTiming::shortfall() const {
       go(retry_every));
 }
 
+void LeaseTiming::say_shortfall() const {
+  if (auto said = shortfall()) fmt::print(stderr, "lock: {}\n", *said);
+}
+
 std::string LeaseTiming::describe() const {
   return fmt::format(
       "lease budget: TTL {}; renewing every {} ({} while waiting in line); without a confirmed "

@@ -53,6 +53,8 @@ struct LeaseTiming {
   int guaranteed_retries() const;
   // What a user who asked for more retries than fit should be told, once.
   std::optional<std::string> shortfall() const;
+  // Tells it, on stderr, as a run starts.
+  void say_shortfall() const;
   // One line for -verbose: the whole budget, in the user's terms.
   std::string describe() const;
 };

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "backend/local/local_record.hpp"
+#include "backend/local/local_options.hpp"
 #include "backend/local/local_recipe.hpp"
 #include "backend/local/prefix_dir.hpp"
 #include "backend/local/prefix_watch.hpp"
@@ -18,6 +19,16 @@
 #include "util/untrusted_file.hpp"
 
 namespace lk {
+
+std::unique_ptr<Backend> make_local_backend(const BackendConfig& config) {
+  const auto& o = static_cast<const LocalOptions&>(config);
+  return std::make_unique<LocalBackend>(o.state_dir, o.status_only);
+}
+
+// Without making the state directory: a missing one says that nobody has used any prefix.
+PrefixStatus read_local_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
+  return LocalBackend(static_cast<const LocalOptions&>(config).state_dir, true).status(prefix, wake);
+}
 
 LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
     : state_path_(state_path.empty() ? default_state_dir() : state_path),

@@ -14,7 +14,8 @@ class LocalBackend : public Backend {
   LocalBackend(const std::string& state_path, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
                                 const Interrupt& interrupt) override;
-  PrefixStatus status(const std::string& prefix, const Wake* wake) override;
+  // Who holds `prefix` and who waits: the status reader the registry names.
+  PrefixStatus status(const std::string& prefix, const Wake* wake);
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override;
 

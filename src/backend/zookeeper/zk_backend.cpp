@@ -1,5 +1,7 @@
 #include "backend/zookeeper/zk_backend.hpp"
 
+#include "backend/zookeeper/zk_options.hpp"
+
 #include <algorithm>
 
 #include "backend/lease/follow_prefix.hpp"
@@ -74,7 +76,21 @@ PrefixStatus read_status(ZkSession& session, const std::string& prefix, bool wat
   return s;
 }
 
+// The session's own timeout says whether retries fit (zk_lease.hpp): no word here.
+ZkBackendConfig prepared(const BackendConfig& config) {
+  const auto& o = static_cast<const ZkOptions&>(config);
+  return {o.connect, o.lease()};
+}
+
 }  // namespace
+
+std::unique_ptr<Backend> make_zk_backend(const BackendConfig& config) {
+  return std::make_unique<ZkBackend>(prepared(config));
+}
+
+PrefixStatus read_zk_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
+  return ZkBackend(prepared(config)).status(prefix, wake);
+}
 
 std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline,
                                          const Interrupt& interrupt) {
