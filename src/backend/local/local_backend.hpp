@@ -13,7 +13,7 @@ class LocalBackend : public Backend {
   // missing state directory is not created.
   LocalBackend(const std::string& state_path, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt) override;
+                                const Interrupt& interrupt, const Queued& queued) override;
   PrefixStatus status(const std::string& prefix, const Wake* wake) override;
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override;
