@@ -25,12 +25,9 @@ struct LockSpec {
 
 // Lets a long wait be cut short: when `fd` becomes readable, `keep_going()` says whether to go on
 // waiting, as a Wake's does.
-// `queued()` is called when the wait has its place in line, perhaps more than once (a start-over);
-// an uncontended acquisition may return without calling it.
 struct Interrupt {
   int fd = -1;
   std::function<bool()> keep_going = [] { return true; };
-  std::function<void()> queued = [] {};
 
   // Asks keep_going() only once `fd` is readable: asking may cost a look at the server (the
   // runner's notices and status lines), and a request's wait asks every second besides.
@@ -43,6 +40,10 @@ struct Interrupt {
     return {{fd}, [this] { return keep_going_if_woken(); }};
   }
 };
+
+// Called when an acquisition has its place in line, perhaps more than once (a start-over); an
+// uncontended acquisition may return without calling it.
+using Queued = std::function<void()>;
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
@@ -85,10 +86,11 @@ class Backend {
   // `interrupt` says stop or `deadline` passes. Throws Error when the server cannot be followed.
   virtual void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                             const std::function<void(const PrefixStatus&)>& show) = 0;
-  // Returns once the hold is confirmed. Throws AcquireTimeout when `deadline` passes first,
-  // Interrupted when `interrupt` says stop, and Error for anything else.
+  // Returns once the hold is confirmed, calling `queued` once it waits in line. Throws
+  // AcquireTimeout when `deadline` passes first, Interrupted when `interrupt` says stop, and
+  // Error for anything else.
   virtual std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                        const Interrupt& interrupt) = 0;
+                                        const Interrupt& interrupt, const Queued& queued) = 0;
 };
 
 }  // namespace lk

@@ -65,7 +65,7 @@ const char* value_text(Value v) {
   }
 }
 
-// "local (default), consul, etcd or zookeeper": -backend's help, as the registry has them.
+// -backend's help: the registry's backends, the first the default.
 const char* backend_help() {
   static const std::string help = [] {
     std::string names = backend_names();
@@ -180,12 +180,12 @@ class GoStyleFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
+// A row without help is read from its variable only (as Consul reads CONSUL_HTTP_SSL): no flag.
 std::optional<FlagKind> kind_of(std::string_view name) {
   if (name == "h" || name == "help") return FlagKind::boolean;
   if (name == "try") return FlagKind::value;
-  if (name.starts_with("consul-")) return std::nullopt;
   const FlagInfo* f = flag_info(name);
-  if (!f) return std::nullopt;
+  if (!f || !f->help) return std::nullopt;
   return f->value == Value::boolean ? FlagKind::boolean : FlagKind::value;
 }
 

@@ -105,11 +105,11 @@ std::set<pid_t> children_before_ours() {
 
 // The hold, unless a stop signal (`stop_signal()`, 0 for none) came first or meanwhile.
 std::unique_ptr<Hold> take_hold(Backend& backend, const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt, SystemdNotify& systemd,
-                                const std::function<int()>& stop_signal) {
+                                const Interrupt& interrupt, const Queued& queued,
+                                SystemdNotify& systemd, const std::function<int()>& stop_signal) {
   std::unique_ptr<Hold> hold;
   try {
-    hold = backend.acquire(spec, deadline, interrupt);
+    hold = backend.acquire(spec, deadline, interrupt, queued);
   } catch (const Interrupted&) {
     std::string why = "interrupted by " + signal_name(stop_signal()) + " while waiting for the lock";
     systemd.stopping("stopping: " + why);
@@ -178,19 +178,19 @@ int run_once(const Options& o, MetricsFile& metrics) {
                           if (auto line = waiting_status(o, what, status_wake))
                             systemd.status(*line);
                         return !stop_requested();
-                      },
-                      [&] {
-                        if (o.ready_when_queued) systemd.ready();
                       }};
+  Queued queued = [&] {
+    if (o.ready_when_queued) systemd.ready();
+  };
   Deadline deadline = o.timeout.count() ? Deadline::after(o.timeout) : Deadline::never();
-  std::unique_ptr<Hold> hold = take_hold(*backend, spec, deadline, interrupt, systemd, [&] {
+  std::unique_ptr<Hold> hold = take_hold(*backend, spec, deadline, interrupt, queued, systemd, [&] {
     stop_requested();
     return stop_signal;
   });
   auto acquired = Clock::now();
   metrics.acquired(acquired);
   auto env = hold->child_env();
-  interrupt.queued();  // -ready=wait, when nobody was in the way
+  queued();  // -ready=wait, when nobody was in the way
   announce_hold(systemd, what, env);
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 

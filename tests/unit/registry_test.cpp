@@ -54,15 +54,15 @@ TEST_CASE("its factory and status reader are the registry's") {
   const lk::Registered& memory = lk::carried(o.backend, o.backend_chosen_by);
   auto backend = memory.make(*o.backend_config);
   lk::LockSpec spec{"p", 1, "test"};
-  auto hold = backend->acquire(spec, lk::Deadline::never(), lk::Interrupt{});
+  auto hold = backend->acquire(spec, lk::Deadline::never(), lk::Interrupt{}, [] {});
   lk::PrefixStatus held = memory.read_status(*o.backend_config, "p", nullptr);
   CHECK(held.limit == 1);
   REQUIRE(held.holders.size() == 1);
   CHECK(hold->child_env() == lk::EnvVars{{"LOCK_FENCING_TOKEN", std::to_string(held.holders[0].token)}});
-  CHECK_THROWS_AS(backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}), lk::AcquireTimeout);
+  CHECK_THROWS_AS(backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}, [] {}), lk::AcquireTimeout);
   hold->release();
   CHECK(memory.read_status(*o.backend_config, "p", nullptr).holders.empty());
-  auto again = backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{});
+  auto again = backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}, [] {});
   CHECK(again);
   again->release();
 }

@@ -92,13 +92,19 @@ void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline, c
 }
 
 std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline deadline,
-                                             const Interrupt& interrupt) {
-  ConsulContention contention(config_, spec, deadline, interrupt);
-  try {
-    return spec.limit == 1 ? contention.lock() : contention.semaphore();
-  } catch (const Cancelled&) {
-    contention.give_up();
-  }
+                                             const Interrupt& interrupt, const Queued& queued) {
+  std::unique_ptr<ConsulSession> session;
+  auto open_lease = [&](const Wake& wake) -> LeaseKeeper& {
+    session = open_session(config_, spec, deadline, wake);
+    return session->keeper();
+  };
+  auto contend = [&](LeaseWait& wait) {
+    return std::make_unique<ConsulContention>(config_, spec, std::move(session), deadline, wait);
+  };
+  // -timeout ends the wait, not a request: one that fails is the agent's fault, whenever it ends.
+  LeasedRecipe recipe{
+      .open_lease = open_lease, .contend = contend, .deadline_ends_requests = false};
+  return leased_acquire(spec, deadline, interrupt, queued, recipe);
 }
 
 }  // namespace lk

@@ -1,7 +1,6 @@
 #include "backend/consul/consul_hold.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 
 #include "backend/consul/consul_layout.hpp"
 #include "backend/consul/wait_index.hpp"
@@ -15,9 +14,7 @@ ConsulHold::ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession
                        ConsulHoldSpec spec)
     : config_(config),
       session_(std::move(session)),
-      spec_(std::move(spec)),
-      stop_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  if (!stop_) throw sys_error("eventfd");
+      spec_(std::move(spec)) {
   monitor_ = std::thread([this] { monitor(); });
 }
 
@@ -37,15 +34,16 @@ EnvVars ConsulHold::child_env() const {
 }
 
 void ConsulHold::stop_monitor() {
-  std::uint64_t one = 1;
-  (void)!write(stop_.get(), &one, sizeof one);
+  stop_.notify();
   if (monitor_.joinable()) monitor_.join();
 }
 
 bool ConsulHold::monitor_pause(milliseconds pause) const {
-  pollfd p{stop_.get(), POLLIN, 0};
+  pollfd p{stop_.fd(), POLLIN, 0};
   return poll(&p, 1, static_cast<int>(pause.count())) == 0;
 }
+
+bool ConsulHold::stopping() const { return !monitor_pause(milliseconds(0)); }
 
 // Why the hold is gone, or nullopt while it lasts, as a read of the key (or the prefix) says.
 std::optional<std::string> ConsulHold::still_held(const KvRead& r) const {
@@ -69,7 +67,7 @@ std::optional<std::string> ConsulHold::still_held(const KvRead& r) const {
 void ConsulHold::monitor() {
   ConsulClient client(config_);
   LeaseKeeper& keeper = session_->keeper();
-  Wake wake{{stop_.get()}, [this] { return monitor_pause(milliseconds(0)); }};
+  Wake wake{{stop_.fd()}, [this] { return !stopping(); }};
   bool lock = spec_.limit == 1;
   std::string key = lock ? spec_.key : semaphore_keys(spec_.prefix);
   WaitIndex waits;
@@ -81,8 +79,6 @@ void ConsulHold::monitor() {
       pause = waits.answered(r.index, fingerprint(r.pairs),
                              std::chrono::duration_cast<milliseconds>(Clock::now() - sent));
       if (auto lost = still_held(r)) return keeper.lose(*lost);
-    } catch (const Cancelled&) {
-      return;
     } catch (const NetworkError& e) {
       pause = waits.failed(retry_after_of(e));
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
@@ -90,6 +86,7 @@ void ConsulHold::monitor() {
       pause = waits.failed();
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const std::exception& e) {  // .lock rewritten for another use, permission withdrawn
+      if (stopping()) return;  // a query cut short by release(): nothing to decide
       return keeper.lose(std::string("monitoring the lock failed: ") + e.what());
     }
     if (pause.count() > 0 && !monitor_pause(pause)) return;

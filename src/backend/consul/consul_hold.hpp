@@ -9,7 +9,7 @@
 #include "backend/backend.hpp"
 #include "backend/lease/leased_hold.hpp"
 #include "backend/consul/consul_lease.hpp"
-#include "util/unique_fd.hpp"
+#include "util/event_fd.hpp"
 
 namespace lk {
 
@@ -36,11 +36,12 @@ class ConsulHold : public LeasedHold {
   std::optional<std::string> still_held(const KvRead& r) const;
   void stop_monitor();
   bool monitor_pause(std::chrono::milliseconds pause) const;  // false once stopping
+  bool stopping() const;
 
   ConsulConfig config_;
   std::unique_ptr<ConsulSession> session_;
   ConsulHoldSpec spec_;
-  UniqueFd stop_;  // an eventfd: readable when the monitor must end
+  EventFd stop_;  // readable when the monitor must end
   std::thread monitor_;
   bool released_ = false;
 };

@@ -6,16 +6,11 @@
 namespace lk {
 
 ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& request,
-                             LeaseTiming timing, Deadline deadline, const Interrupt& interrupt)
+                             LeaseTiming timing, Deadline deadline, const Wake& wake)
     : client_(config), ttl_(timing.ttl) {
-  Wake wake = interrupt.wake();
   client_.wait_out_retry_after(deadline, &wake);
   auto sent = Clock::now();
-  try {
-    id_ = client_.create_session(request);
-  } catch (const Cancelled&) {
-    throw Interrupted("interrupted while waiting for the lock");
-  }
+  id_ = client_.create_session(request);
   client_.no_retry_after();
   verbose("Consul agent at {} created session {} ({}); renewing every {}", client_.address(), id_,
           request.dump(), format_go_duration(timing.renew_every));

@@ -6,19 +6,19 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "backend/backend.hpp"
 #include "backend/consul/consul_cleanup.hpp"
 #include "backend/consul/consul_client.hpp"
 #include "backend/lease/lease_keeper.hpp"
+#include "net/wake.hpp"
 
 namespace lk {
 
 class ConsulSession {
  public:
-  // A 5xx with a Retry-After that ends before `deadline` is waited out, unless `interrupt` says
-  // stop (Interrupted).
+  // A 5xx with a Retry-After that ends before `deadline` is waited out, unless `wake` says stop
+  // (Cancelled).
   ConsulSession(const ConsulConfig& config, const nlohmann::json& request, LeaseTiming timing,
-                Deadline deadline, const Interrupt& interrupt);
+                Deadline deadline, const Wake& wake);
   // Destroys the session within kReleaseBudget if destroy() did not; says so when it cannot.
   ~ConsulSession();
   ConsulSession(const ConsulSession&) = delete;

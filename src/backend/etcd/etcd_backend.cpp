@@ -7,7 +7,6 @@
 #include "backend/etcd/etcd_recipe.hpp"
 #include "backend/lease/follow_prefix.hpp"
 #include "util/base64.hpp"
-#include "util/printable.hpp"
 
 namespace lk {
 
@@ -82,14 +81,19 @@ void EtcdBackend::watch_status(const std::string& prefix, Deadline deadline, con
 }
 
 std::unique_ptr<Hold> EtcdBackend::acquire(const LockSpec& spec, Deadline deadline,
-                                           const Interrupt& interrupt) {
-  try {
-    return mutex_lock(config_, spec, deadline, interrupt);
-  } catch (const NetworkError&) {
-    // A request cut short by -timeout is the timeout, not a fault of etcd's.
-    if (deadline.passed()) throw AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'");
-    throw;
-  }
+                                           const Interrupt& interrupt, const Queued& queued) {
+  std::unique_ptr<EtcdLease> lease;
+  auto open_lease = [&](const Wake&) -> LeaseKeeper& {
+    // Asked for until -timeout's deadline, its answer then waited for (etcd_lease.hpp): no wake
+    // cuts the grant short.
+    lease = std::make_unique<EtcdLease>(config_.client, config_.lease.timing(), deadline);
+    return lease->keeper();
+  };
+  auto contend = [&](LeaseWait& wait) {
+    return std::make_unique<EtcdContention>(config_, spec, std::move(lease), deadline, wait);
+  };
+  LeasedRecipe recipe{.open_lease = open_lease, .contend = contend, .deadline_ends_requests = true};
+  return leased_acquire(spec, deadline, interrupt, queued, recipe);
 }
 
 }  // namespace lk

@@ -23,7 +23,7 @@ class EtcdBackend : public Backend {
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override;
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt) override;
+                                const Interrupt& interrupt, const Queued& queued) override;
 
  private:
   EtcdBackendConfig config_;

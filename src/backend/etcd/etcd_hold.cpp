@@ -73,16 +73,16 @@ void EtcdHold::release() {
 
 // Runs until told to stop. The first stream starts just after `held_at`, the read that showed us
 // holding, but only kFirstWatchAfter into the hold: a stream through etcd's gateway costs etcd
-// more CPU than all the rest of a run's requests (2.5 ms of 9 a contender, measured in a fleet of
-// 200), and most holds in a fleet's burst are shorter; a deletion meanwhile is heard as the stream
-// opens, since it starts from `held_at`, and a revoked lease also by the next renewal. Each later
-// stream first reads our key outside the stream: it must still be the one we created (same
-// create revision), and the watch starts just after that read. So no deletion can fall between
-// two streams. A stream that ends soon after it opened made no progress, and the
-// next one waits on a backoff: a server that closes streams at once must not make us spin.
+// more CPU than all the rest of a run's requests, and most holds in a fleet's burst are shorter;
+// a deletion meanwhile is heard as the stream opens, since it starts from `held_at`, and a
+// revoked lease also by the next renewal. Each later stream first reads our key outside the
+// stream: it must still be the one we created (same create revision), and the watch starts just
+// after that read. So no deletion can fall between two streams. A stream that ends soon after it
+// opened made no progress, and the next one waits on a backoff: a server that closes streams at
+// once must not make us spin.
 // A stream that etcd makes behind its own revision hears a deletion up to 100 ms late (see
-// wait_turn in etcd_backend.cpp). A waiter reads again then, since the whole queue would wait on
-// it; here it is kept: making it again would cost a read and a stream on most holds under
+// wait_deletes in etcd_recipe.cpp). A waiter reads again then, since the whole queue would wait
+// on it; here it is kept: making it again would cost a read and a stream on most holds under
 // contention, and on every semaphore's (its holder writes its key again as it starts to hold),
 // for the notice of our key deleted, or our lease revoked, by someone else within the hold's
 // first 100 ms.
@@ -130,9 +130,8 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
         backoff.reset();
         continue;
       }
-    } catch (const Cancelled&) {
-      return;
     } catch (const std::exception& e) {
+      if (stopping()) return;  // cut short by release(), or by a loss the keeper has told
       verbose("watching {} failed ({})", me_.key, e.what());
     }
     auto pause = backoff.next();

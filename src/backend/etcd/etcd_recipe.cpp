@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include "backend/etcd/etcd_hold.hpp"
-#include "backend/etcd/etcd_lease.hpp"
 #include "backend/lease/backoff.hpp"
-#include "backend/lease/lease_wait.hpp"
 #include "util/base64.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
@@ -186,43 +184,44 @@ Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max
   return q;
 }
 
-std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,
-                                 Deadline deadline, const Interrupt& interrupt) {
-  LeaseTiming timing = config.lease.timing();
-  // -timeout bounds the whole wait, the requests before it included (but see etcd_lease.hpp).
-  auto budget = [&] { return deadline.left(std::chrono::seconds(5)); };
-  auto lease = std::make_unique<EtcdLease>(config.client, timing, deadline);
-  EtcdClient& client = lease->client();
-  LeaseWait wait(deadline, interrupt, lease->keeper());
-  if (!wait.keep_going()) wait.throw_why(spec.prefix);
+EtcdContention::EtcdContention(const EtcdBackendConfig& config, const LockSpec& spec,
+                               std::unique_ptr<EtcdLease> lease, Deadline deadline, LeaseWait& wait)
+    : config_(config),
+      spec_(spec),
+      lease_(std::move(lease)),
+      client_(lease_->client()),
+      deadline_(deadline),
+      wait_(wait),
+      me_{contender_key(spec.prefix, lease_->id(), spec.limit), 0, spec.limit,
+          config.lease.value.value_or(
+              HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json())} {}
 
-  Contender me{contender_key(spec.prefix, lease->id(), spec.limit), 0, spec.limit,
-               config.lease.value.value_or(HolderRecord::for_this_process(spec.prefix, spec.session_name).to_json())};
-  // The first look at the queue is the transaction's own read of it.
-  std::optional<Queue> known = try_acquire(client, lease->id(), spec, me, budget());
-  interrupt.queued();
+bool EtcdContention::lock(const Queued& queued) {
+  if (!wait_.keep_going()) return false;
+  // The first look at the queue is the transaction's own read of it. -timeout bounds it too, as
+  // it bounds the lease's grant (but see etcd_lease.hpp).
+  auto budget = deadline_.left(std::chrono::seconds(5));
+  std::optional<Queue> known = try_acquire(client_, lease_->id(), spec_, me_, budget);
+  queued();
 
   Backoff backoff;
   int quick_news = 0;  // looks in a row whose watch brought news as soon as it opened
   int behind = 0;      // looks in a row whose watch began behind etcd
-  while (wait.keep_going()) {
+  while (wait_.keep_going()) {
     std::chrono::milliseconds pause;
     try {
       auto opened = Clock::now();
-      Wake wake = wait.wake();
+      Wake wake = wait_.wake();
       Queue q = known ? std::move(*known)
-                      : read_queue(client, spec.prefix, me.create_revision, verbose_enabled(), &wake,
-                                   keys_to_read(spec));
+                      : read_queue(client_, spec_.prefix, me_.create_revision, verbose_enabled(),
+                                   &wake, keys_to_read(spec_));
       known.reset();
-      Turn turn = wait_deletes(client, spec, me, q, wake, behind == kLooksBehind);
+      Turn turn = wait_deletes(client_, spec_, me_, q, wake, behind == kLooksBehind);
       behind = turn == Turn::behind ? behind + 1 : 0;
       if (turn == Turn::behind) continue;
       if (turn == Turn::held) {
-        if (!wait.lease_fit_to_hold()) continue;
-        // Written again so that the waiter just behind us learns that we hold (etcd_layout.hpp).
-        if (spec.limit > 1)
-          client.call("put", "/v3/kv/put", put_of(me, lease->id()), std::chrono::seconds(5), decode_header);
-        return std::make_unique<EtcdHold>(config.client, std::move(lease), me, spec.prefix, q.revision);
+        held_at_ = q.revision;
+        return true;
       }
       // A watch that lasted: look again at once. News that came at once: look again at once,
       // the first time; a server that has news each time at once, or ends each watch at once,
@@ -232,8 +231,6 @@ std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec
       if (lasted) backoff.reset();
       if (lasted || quick_news == 1) continue;
       pause = backoff.next();
-    } catch (const Cancelled&) {
-      continue;  // the wait is over: keep_going() says why
     } catch (const NetworkError& e) {
       // The lease lives on while the keeper can renew it; the queue is read again once etcd
       // answers, or when the server said it would.
@@ -242,9 +239,17 @@ std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec
         pause = std::max<std::chrono::milliseconds>(pause, *retry_after);
       verbose("{}; trying again in {}ms", e.what(), pause.count());
     }
-    wait.pause(pause);
+    wait_.pause(pause);
   }
-  wait.throw_why(spec.prefix);
+  return false;
+}
+
+std::unique_ptr<Hold> EtcdContention::hold() {
+  // Written again so that the waiter just behind us learns that we hold (etcd_layout.hpp).
+  if (spec_.limit > 1)
+    client_.call("put", "/v3/kv/put", put_of(me_, lease_->id()), std::chrono::seconds(5),
+                 decode_header);
+  return std::make_unique<EtcdHold>(config_.client, std::move(lease_), me_, spec_.prefix, held_at_);
 }
 
 }  // namespace lk

@@ -1,7 +1,7 @@
 #pragma once
 // etcd's mutex recipe (clientv3/concurrency's Mutex.Lock: tryAcquire, then waitDeletes), on the
 // queue etcd_layout.hpp lays out and argues safe, for a lock and for a semaphore alike: one
-// function per routine, on a lease of the contention's own.
+// function per routine, on a lease made for the contention.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +11,9 @@
 #include "backend/etcd/etcd_backend.hpp"
 #include "backend/etcd/etcd_client.hpp"
 #include "backend/etcd/etcd_layout.hpp"
+#include "backend/etcd/etcd_lease.hpp"
+#include "backend/lease/lease_wait.hpp"
+#include "backend/lease/leased_acquire.hpp"
 
 namespace lk {
 
@@ -34,9 +37,26 @@ struct Queue {
 Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max_revision,
                  bool with_values, const Wake* wake = nullptr, std::int64_t newest = 0);
 
-// Mutex.Lock: queues our key on a new lease and waits until fewer than the limit are ahead of
-// it. Returns the hold; throws what ended the wait otherwise (LeaseWait::throw_why).
-std::unique_ptr<Hold> mutex_lock(const EtcdBackendConfig& config, const LockSpec& spec,
-                                 Deadline deadline, const Interrupt& interrupt);
+class EtcdContention : public Contention {
+ public:
+  EtcdContention(const EtcdBackendConfig& config, const LockSpec& spec,
+                 std::unique_ptr<EtcdLease> lease, Deadline deadline, LeaseWait& wait);
+
+  // Mutex.Lock: queues our key on the lease and waits until fewer than the limit are ahead of it.
+  bool lock(const Queued& queued) override;
+  // The same queue, with more than one let in (etcd_layout.hpp).
+  bool semaphore(const Queued& queued) override { return lock(queued); }
+  std::unique_ptr<Hold> hold() override;
+
+ private:
+  const EtcdBackendConfig& config_;
+  const LockSpec& spec_;
+  std::unique_ptr<EtcdLease> lease_;
+  EtcdClient& client_;  // the lease's own connection
+  Deadline deadline_;
+  LeaseWait& wait_;
+  Contender me_;
+  std::int64_t held_at_ = 0;  // the revision of the read that showed us holding
+};
 
 }  // namespace lk

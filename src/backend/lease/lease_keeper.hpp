@@ -1,7 +1,7 @@
 #pragma once
-// Keeps a server-side lease (a Consul session, an etcd lease) alive from a thread of its own, and
-// decides when the hold must count as lost: when the stop must begin by the rule and budget of
-// lease_budget.hpp, or at once when the server says the lease is gone.
+// Keeps a server-side lease (a Consul session, an etcd lease, a ZooKeeper session) alive from a
+// thread of its own, and decides when the hold must count as lost: when the stop must begin by
+// the rule and budget of lease_budget.hpp, or at once when the server says the lease is gone.
 #include <chrono>
 #include <condition_variable>
 #include <functional>

@@ -3,7 +3,6 @@
 #include <poll.h>
 
 #include "util/deadline_timer.hpp"
-#include "util/printable.hpp"
 
 namespace lk {
 
@@ -39,14 +38,6 @@ bool LeaseWait::lease_fit_to_hold() {
 void LeaseWait::pause(std::chrono::milliseconds pause) {
   pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0}};
   poll(fds, 3, static_cast<int>(pause.count()));  // negative descriptors are skipped
-}
-
-void LeaseWait::throw_why(const std::string& prefix) const {
-  switch (why_) {
-    case Why::timeout: throw AcquireTimeout("timed out waiting for prefix '" + printable(prefix) + "'");
-    case Why::interrupted: throw Interrupted("interrupted while waiting for the lock");
-    default: throw Error("lost our place in line: " + keeper_.reason().value_or("the lease ended"));
-  }
 }
 
 }  // namespace lk

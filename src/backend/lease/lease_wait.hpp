@@ -1,9 +1,8 @@
 #pragma once
-// Waiting for a turn on a server, as both server backends do: until -timeout's deadline, a
-// signal that says stop, or the loss of the lease that carries our place in line. Long requests
-// (blocking queries, watches) wake on the same events through wake().
+// Waiting for a turn on a server, as every leased backend does (leased_acquire.hpp): until
+// -timeout's deadline, a signal that says stop, or the loss of the lease that carries our place
+// in line. Long requests (blocking queries, watches) wake on the same events through wake().
 #include <chrono>
-#include <string>
 
 #include "backend/backend.hpp"
 #include "backend/lease/lease_keeper.hpp"
@@ -24,12 +23,12 @@ class LeaseWait {
   bool lease_fit_to_hold();
   // Sleeps for `pause`, or less when the wait is over meanwhile.
   void pause(std::chrono::milliseconds pause);
-  // Throws what ended the wait: AcquireTimeout, Interrupted, or Error with the lease's loss.
-  [[noreturn]] void throw_why(const std::string& prefix) const;
+
+  enum class Why { none, timeout, interrupted, lost };
+  // What ended the wait; none while it goes on. For `lost`, the keeper's reason() says more.
+  Why why() const { return why_; }
 
  private:
-  enum class Why { none, timeout, interrupted, lost };
-
   Deadline deadline_;
   const Interrupt& interrupt_;
   LeaseKeeper& keeper_;

@@ -38,7 +38,7 @@ LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
 }
 
 std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadline,
-                                            const Interrupt& interrupt) {
+                                            const Interrupt& interrupt, const Queued& queued) {
   PrivateUmask creating;
   check_limit_fits(spec.limit);
   int start_overs = 0;  // bounded, so that a path that never leads back cannot make a busy loop
@@ -47,7 +47,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
     try {
       dir.emplace(PrefixDir::enter(state_.get(), state_path_, encode_prefix(spec.prefix), deadline,
                                    interrupt));
-      if (auto hold = take_turn(*dir, spec, deadline, interrupt)) return hold;
+      if (auto hold = take_turn(*dir, spec, deadline, interrupt, queued)) return hold;
     } catch (const Error& e) {
       // A failure because the state or the prefix's directory was taken away meanwhile (a cleaner
       // of /tmp, rm -rf of the state directory): we were queued where nobody else looks, so

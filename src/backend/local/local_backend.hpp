@@ -13,7 +13,7 @@ class LocalBackend : public Backend {
   // missing state directory is not created.
   LocalBackend(const std::string& state_path, bool only_look);
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt) override;
+                                const Interrupt& interrupt, const Queued& queued) override;
   // Who holds `prefix` and who waits: the status reader the registry names.
   PrefixStatus status(const std::string& prefix, const Wake* wake);
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,

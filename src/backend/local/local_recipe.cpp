@@ -91,7 +91,7 @@ void check_limit_fits(int limit) {
 }
 
 std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt) {
+                                const Interrupt& interrupt, const Queued& queued) {
   auto waiter = HolderRecord::for_this_process(spec.prefix, spec.session_name);
 
   // Step 1.
@@ -111,7 +111,7 @@ std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline d
   }
   Ticket ticket(dir, meta, waiter);
   dir.unlock_meta();
-  interrupt.queued();
+  queued();
   auto timed_out = [&] {
     return AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'" +
                           describe_holders(dir));

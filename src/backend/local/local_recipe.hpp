@@ -24,7 +24,7 @@ namespace lk {
 // Steps 1 to 4 in the prefix's directory, entered with its meta lock held. Null when the prefix
 // carried a limit that nobody uses any more and was removed: the caller starts over.
 std::unique_ptr<Hold> take_turn(PrefixDir& dir, const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt);
+                                const Interrupt& interrupt, const Queued& queued);
 
 // One descriptor and one waiting thread per slot: a limit the descriptor limit cannot carry is
 // refused up front rather than failing while others wait.

@@ -5,13 +5,10 @@
 #include <algorithm>
 
 #include "backend/lease/follow_prefix.hpp"
-#include "backend/lease/lease_wait.hpp"
-#include "backend/zookeeper/zk_hold.hpp"
 #include "backend/zookeeper/zk_layout.hpp"
 #include "backend/zookeeper/zk_lease.hpp"
 #include "backend/zookeeper/zk_recipe.hpp"
 #include "backend/zookeeper/zk_session.hpp"
-#include "util/log.hpp"
 #include "util/printable.hpp"
 
 namespace lk {
@@ -93,31 +90,20 @@ PrefixStatus read_zk_status(const BackendConfig& config, const std::string& pref
 }
 
 std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline,
-                                         const Interrupt& interrupt) {
-  Wake connect_wake = interrupt.wake();
-  try {
+                                         const Interrupt& interrupt, const Queued& queued) {
+  std::unique_ptr<ZkLease> lease;
+  auto open_lease = [&](const Wake& wake) -> LeaseKeeper& {
     auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
-    auto lease = std::make_unique<ZkLease>(config_.connect, ttl, config_.lease.kill_after,
-                                           config_.lease.monitor_retry, deadline, &connect_wake);
-    LeaseWait wait(deadline, interrupt, lease->keeper());
-    ZkContention contention(*lease, wait, spec, interrupt, config_.lease.value);
-    OwnNode me;
-    try {
-      me = spec.limit == 1 ? contention.mutex(zk_path(spec.prefix)) : contention.semaphore();
-      if (!wait.lease_fit_to_hold()) wait.throw_why(spec.prefix);  // the session's end drops our node
-      contention.arm_watch(me.path);  // after the renewal a turn may need, which sets it too
-    } catch (const Cancelled&) {
-      wait.throw_why(spec.prefix);  // a request cut short: the wait said why
-    }
-    verbose("acquired {} (czxid {})", printable(me.path), me.czxid);
-    return std::make_unique<ZkHold>(std::move(lease), me.path, me.czxid, spec.prefix, contention.data());
-  } catch (const Cancelled&) {  // while connecting: only a signal wakes that wait
-    throw Interrupted("interrupted while waiting for the lock");
-  } catch (const ZkUnreachable&) {
-    // A connection cut short by -timeout is the timeout, not a fault of ZooKeeper's.
-    if (deadline.passed()) throw AcquireTimeout("timed out waiting for prefix '" + printable(spec.prefix) + "'");
-    throw;
-  }
+    lease = std::make_unique<ZkLease>(config_.connect, ttl, config_.lease.kill_after,
+                                      config_.lease.monitor_retry, deadline, &wake);
+    return lease->keeper();
+  };
+  auto contend = [&](LeaseWait& wait) {
+    return std::make_unique<ZkContention>(std::move(lease), wait, spec, config_.lease.value);
+  };
+  // The connect ends at -timeout's deadline at the latest (zk_lease.hpp).
+  LeasedRecipe recipe{.open_lease = open_lease, .contend = contend, .deadline_ends_requests = true};
+  return leased_acquire(spec, deadline, interrupt, queued, recipe);
 }
 
 PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {

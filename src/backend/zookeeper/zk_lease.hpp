@@ -1,12 +1,12 @@
 #pragma once
-// A ZooKeeper session seen as a lease (seed 003). The server may expire the session as early as
-// a negotiated timeout after the last request it answered, and the C client says nothing until
-// 2/3 of that has passed (and never expires a session by itself). So lock does not wait for the
-// client's callbacks: every timeout/3 or sooner the keeper looks up our node (a waiter's, every
-// 3/10 of it), and the send time of the last answered lookup, or of any answered request of the
-// recipe's (LeaseKeeper::confirmed), starts the lease-safe deadline of lease_budget.hpp. A lookup
-// also re-arms the watch on our node, so its deletion, or the session's expiry, ends the hold at
-// once.
+// A ZooKeeper session kept as a lease, so that a hold the server may have dropped counts as lost
+// in time. The server may expire the session as early as a negotiated timeout after the last
+// request it answered, and the C client says nothing until 2/3 of that has passed (and never
+// expires a session by itself). So lock does not wait for the client's callbacks: every
+// timeout/3 or sooner the keeper looks up our node (a waiter's, every 3/10 of it), and the send
+// time of the last answered lookup, or of any answered request of the recipe's
+// (LeaseKeeper::confirmed), starts the lease-safe deadline of lease_budget.hpp. A lookup also
+// re-arms the watch on our node, so its deletion, or the session's expiry, ends the hold at once.
 #include <memory>
 #include <mutex>
 #include <string>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/zookeeper/zk_hold.hpp"
 #include "backend/zookeeper/zk_layout.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
@@ -55,26 +56,33 @@ class MadeParents {
 
 std::string child_path(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
-ZkContention::ZkContention(ZkLease& lease, LeaseWait& wait, const LockSpec& spec,
-                           const Interrupt& interrupt, const std::optional<std::string>& value)
-    : lease_(lease), session_(lease.session()), wait_(wait), spec_(spec), interrupt_(interrupt),
+ZkContention::ZkContention(std::unique_ptr<ZkLease> lease, LeaseWait& wait, const LockSpec& spec,
+                           const std::optional<std::string>& value)
+    : lease_(std::move(lease)), session_(lease_->session()), wait_(wait), spec_(spec),
       base_(zk_path(spec.prefix)),
       data_(value.value_or(node_data(HolderRecord::for_this_process(spec.prefix, spec.session_name), spec.limit))) {}
 
-OwnNode ZkContention::mutex(const std::string& dir) {
-  OwnNode me = create_protected(dir, kLockName);
+bool ZkContention::lock(const Queued& queued) {
+  auto me = mutex(base_, queued);
+  if (me) me_ = *me;
+  return me.has_value();
+}
+
+std::optional<OwnNode> ZkContention::mutex(const std::string& dir, const Queued& queued) {
+  std::optional<OwnNode> me = create_protected(dir, kLockName);
+  if (!me) return std::nullopt;
   // Its watch is set by the keeper's look while we wait, or at our turn (arm_watch()): a waiter's
   // node gone by hand is found at its next look at the line or the keeper's.
-  lease_.watch_node(me.path);
+  lease_->watch_node(me->path);
   queued();
-  std::string name = me.path.substr(dir.size() + 1);
+  std::string name = me->path.substr(dir.size() + 1);
   while (keep_going()) {
     try {
       auto children = look_at(dir, false);
       auto sorted = curator_sorted(children.value_or(std::vector<std::string>{}), kLockName);
       if (dir == base_) refuse_semaphore_layout(sorted);
       auto at = std::find(sorted.begin(), sorted.end(), name);
-      if (at == sorted.end()) vanished(me.path);
+      if (at == sorted.end()) vanished(me->path);
       if (at == sorted.begin()) return me;
       std::string ahead = child_path(dir, *(at - 1));
       verbose("waiting behind {} ({} ahead of us)", printable(ahead), at - sorted.begin());
@@ -89,24 +97,26 @@ OwnNode ZkContention::mutex(const std::string& dir) {
       retry_later(e);
     }
   }
-  wait_.throw_why(spec_.prefix);
+  return std::nullopt;
 }
 
-OwnNode ZkContention::semaphore() {
-  OwnNode internal = mutex(base_ + "/locks");
+bool ZkContention::semaphore(const Queued& queued) {
+  auto internal = mutex(base_ + "/locks", queued);
+  if (!internal) return false;
   refuse_lock_layout();
   // The prefix's node holds our node in locks/, so it is there and cannot be reaped: of the
   // parents, only leases/ may be missing. Made from the root down, each write that finds a
   // parent there costs the server a write to its log all the same.
   std::string leases = base_ + "/leases";
-  OwnNode me = create_protected(leases, kLeaseName, base_);
-  watch(me.path);
-  std::string name = me.path.substr(leases.size() + 1);
+  auto made = create_protected(leases, kLeaseName, base_);
+  if (!made || !watch(made->path)) return false;
+  me_ = *made;
+  std::string name = me_.path.substr(leases.size() + 1);
   while (keep_going()) {
     try {
       session_.drain_events();
       auto children = look_at(leases, true).value_or(std::vector<std::string>{});
-      if (std::find(children.begin(), children.end(), name) == children.end()) vanished(me.path);
+      if (std::find(children.begin(), children.end(), name) == children.end()) vanished(me_.path);
       check_limits(leases, children, name);
       if (children.size() <= static_cast<std::size_t>(spec_.limit)) {
         verbose("{} of {} leases taken, ours included", children.size(), spec_.limit);
@@ -119,14 +129,20 @@ OwnNode ZkContention::semaphore() {
       retry_later(e);
     }
   }
-  if (!wait_.keep_going()) wait_.throw_why(spec_.prefix);
+  if (!keep_going()) return false;
   // The internal mutex only orders those who wait; it goes as soon as we hold.
   try {
-    session_.remove(internal.path, kZkRequestTimeout);
+    session_.remove(internal->path, kZkRequestTimeout);
   } catch (const Error& e) {
     verbose("{}; it goes with our session", e.what());
   }
-  return me;
+  return true;
+}
+
+std::unique_ptr<Hold> ZkContention::hold() {
+  if (!arm_watch(me_.path)) return nullptr;
+  verbose("acquired {} (czxid {})", printable(me_.path), me_.czxid);
+  return std::make_unique<ZkHold>(std::move(lease_), me_.path, me_.czxid, spec_.prefix, data_);
 }
 
 // Any answer on our session shows that it lived when the server read the request: the look at
@@ -134,32 +150,28 @@ OwnNode ZkContention::semaphore() {
 std::optional<std::vector<std::string>> ZkContention::look_at(const std::string& dir, bool watch) {
   auto sent = Clock::now();
   auto children = session_.children(dir, watch, kZkRequestTimeout, &wake_);
-  lease_.keeper().confirmed(sent);
+  lease_->keeper().confirmed(sent);
   return children;
-}
-
-void ZkContention::queued() {
-  if (!queued_) interrupt_.queued();
-  queued_ = true;
 }
 
 // From now on the deletion of `path`, or the session's expiry, ends the wait or the hold at once:
 // the watch is armed here, not only at the keeper's next look (up to 3/10 of the TTL away).
-void ZkContention::watch(const std::string& path) {
-  lease_.watch_node(path);
-  arm_watch(path);
+bool ZkContention::watch(const std::string& path) {
+  lease_->watch_node(path);
+  return arm_watch(path);
 }
 
-void ZkContention::arm_watch(const std::string& path) {
+// False when the wait ended first.
+bool ZkContention::arm_watch(const std::string& path) {
   while (keep_going()) {
     try {
-      if (!lease_.arm_watch(kZkRequestTimeout, &wake_)) vanished(path);
-      return;
+      if (!lease_->arm_watch(kZkRequestTimeout, &wake_)) vanished(path);
+      return true;
     } catch (const ZkUnreachable& e) {
       retry_later(e);
     }
   }
-  wait_.throw_why(spec_.prefix);
+  return false;
 }
 
 void ZkContention::vanished(const std::string& path) {
@@ -176,8 +188,8 @@ void ZkContention::retry_later(const ZkUnreachable& e) {
 // (below `existing`, an ancestor the caller knows is there, the first time). After a connection
 // loss the create may or may not have happened: our node is then looked for by its UUID before
 // another is made, as Curator's protected mode does.
-OwnNode ZkContention::create_protected(const std::string& dir, std::string_view name,
-                                       const std::string& existing) {
+std::optional<OwnNode> ZkContention::create_protected(const std::string& dir, std::string_view name,
+                                                      const std::string& existing) {
   std::string id = new_protection_id();
   std::string path = child_path(dir, protected_name(id, name));
   bool maybe_made = false;  // a create was sent, and its answer lost
@@ -191,7 +203,7 @@ OwnNode ZkContention::create_protected(const std::string& dir, std::string_view 
       if (!mine) mine = try_create(path, parents_made < kParentRounds);
       if (mine) {
         parents.sent.clear();
-        return *mine;
+        return mine;
       }
       maybe_made = false;  // refused: nothing to look for
       ++parents_made;
@@ -200,7 +212,7 @@ OwnNode ZkContention::create_protected(const std::string& dir, std::string_view 
       retry_later(e);
     }
   }
-  wait_.throw_why(spec_.prefix);
+  return std::nullopt;
 }
 
 // Our node in `dir`, found by the UUID in its name.

@@ -59,7 +59,8 @@ class MemoryBackend : public Backend {
  public:
   explicit MemoryBackend(std::string table) : table_(std::move(table)) {}
 
-  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline, const Interrupt& interrupt) override {
+  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline, const Interrupt& interrupt,
+                                const Queued&) override {
     Held& held = tables()[table_][spec.prefix];
     if (!held.holders.empty() && held.limit != spec.limit) throw limit_conflict(held.limit, spec.limit);
     // Nothing else in this process can free a slot meanwhile: the wait is for its end alone.
