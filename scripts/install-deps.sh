@@ -13,6 +13,8 @@ packages="$packages zookeeper libzookeeper-mt-dev libcurator-recipes-java defaul
 packages="$packages iproute2"
 # The fuzz targets of tests/fuzz: libFuzzer comes with clang.
 packages="$packages clang-14 libfuzzer-14-dev libclang-rt-14-dev"
+# The code's format (.clang-format), which scripts/test.sh checks.
+packages="$packages clang-format-14"
 # The benchmark's peers (flock is in util-linux), and GNU time for their peak memory.
 packages="$packages parallel time"
 # -metrics-file's tests read the file as operators do: promtool (from prometheus) checks it, and

@@ -43,7 +43,8 @@ std::string describe(const HolderRecord& r) {
 nlohmann::json status_json(const Options& o, const PrefixStatus& s) {
   nlohmann::json out = {{"backend", o.backend},
                         {"limit", s.limit_unknown ? nlohmann::json() : nlohmann::json(s.limit)},
-                        {"held", !s.holders.empty()}, {"holders", nlohmann::json::array()},
+                        {"held", !s.holders.empty()},
+                        {"holders", nlohmann::json::array()},
                         {"waiters", nlohmann::json::array()}};
   put_text(out, "prefix", o.prefix);
   for (const auto& r : s.holders) out["holders"].push_back(as_json(r));
@@ -53,12 +54,17 @@ nlohmann::json status_json(const Options& o, const PrefixStatus& s) {
 
 std::string status_text(const Options& o, const PrefixStatus& s) {
   bool held = !s.holders.empty();
-  if (!held && s.waiters.empty()) return fmt::format("prefix '{}': not held\n", printable(o.prefix));
-  std::string kind = s.limit_unknown ? fmt::format("semaphore, {} slots taken, its limit not recorded", s.holders.size())
-                     : s.limit > 1   ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(), s.limit)
-                                     : "lock";
-  std::string out = fmt::format("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
-  for (const auto& r : s.holders) out += fmt::format("  holder: {}, fencing token {}\n", describe(r), r.token);
+  if (!held && s.waiters.empty())
+    return fmt::format("prefix '{}': not held\n", printable(o.prefix));
+  std::string kind =
+      s.limit_unknown
+          ? fmt::format("semaphore, {} slots taken, its limit not recorded", s.holders.size())
+      : s.limit > 1 ? fmt::format("semaphore, {} of {} slots taken", s.holders.size(), s.limit)
+                    : "lock";
+  std::string out =
+      fmt::format("prefix '{}': {} ({})\n", printable(o.prefix), held ? "held" : "not held", kind);
+  for (const auto& r : s.holders)
+    out += fmt::format("  holder: {}, fencing token {}\n", describe(r), r.token);
   for (const auto& r : s.waiters) out += fmt::format("  waiting: {}\n", describe(r));
   return out;
 }
@@ -138,10 +144,11 @@ int watch_status(const Options& o, Backend& backend) {
   WatchPrinter printer(o);
   UniqueFd woken = any_readable({signals.fd(), printer.fd()});
   Interrupt interrupt{.fd = woken.get(), .keep_going = [&] {
-    printer.flush();
-    return signals.take_stop_signal() == 0;
-  }};
-  backend.watch_status(o.prefix, o.timeout.count() > 0 ? Deadline::after(o.timeout) : Deadline::never(),
+                        printer.flush();
+                        return signals.take_stop_signal() == 0;
+                      }};
+  backend.watch_status(o.prefix,
+                       o.timeout.count() > 0 ? Deadline::after(o.timeout) : Deadline::never(),
                        interrupt, [&](const PrefixStatus& s) { printer.show(s); });
   printer.finish();
   return 0;
@@ -150,17 +157,16 @@ int watch_status(const Options& o, Backend& backend) {
 }  // namespace
 
 void flush_stdout() {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw sys_error("cannot write to standard output");
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw sys_error("cannot write to standard output");
 }
 
 int show_status(const Options& o) {
   const Registered& backend = carried(o.backend, o.backend_chosen_by);
   if (o.watch) return watch_status(o, *backend.make(*o.backend_config));
   PrefixStatus s = backend.read_status(*o.backend_config, o.prefix, nullptr);
-  if (o.json)
-    fmt::print("{}\n", dump_for_terminal(status_json(o, s), 2));
-  else
-    fmt::print("{}", status_text(o, s));
+  if (o.json) fmt::print("{}\n", dump_for_terminal(status_json(o, s), 2));
+  else fmt::print("{}", status_text(o, s));
   return s.holders.empty() ? kNotHeld : 0;
 }
 

@@ -61,7 +61,8 @@ class Hold {
   virtual void publish_deadline(std::function<void(Clock::time_point dead_by)> /*publish*/) {}
   // Variables that tell the child what it holds (fencing token, key, prefix).
   virtual EnvVars child_env() const = 0;
-  // Descriptors the child tree inherits, so the hold outlives this process only as long as the tree.
+  // Descriptors the child tree inherits, so the hold outlives this process only as long as the
+  // tree.
   virtual std::vector<int> child_fds() const = 0;
   // -min-hold, once the child has gone: the stored record, where it is lock's own, says that the
   // hold lasts until `until` (RFC 3339), for -status and waiters. Throws Error when the record
@@ -73,7 +74,7 @@ class Hold {
 
 // Who holds a prefix and who waits for it, as the backend's records say.
 struct PrefixStatus {
-  int limit = 0;  // 0 when nobody uses the prefix
+  int limit = 0;               // 0 when nobody uses the prefix
   bool limit_unknown = false;  // a semaphore whose holders do not record its limit (Curator's)
   std::vector<HolderRecord> holders, waiters;
 };
@@ -84,7 +85,8 @@ class Backend {
   // -status -watch: calls `show` with the status at once, then again after every event that may
   // have changed it (perhaps unchanged: the caller tells), never on a timer; returns when
   // `interrupt` says stop or `deadline` passes. Throws Error when the server cannot be followed.
-  virtual void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+  virtual void watch_status(const std::string& prefix, Deadline deadline,
+                            const Interrupt& interrupt,
                             const std::function<void(const PrefixStatus&)>& show) = 0;
   // Returns once the hold is confirmed, calling `queued` once it waits in line. Throws
   // AcquireTimeout when `deadline` passes first, Interrupted when `interrupt` says stop, and

@@ -16,7 +16,8 @@ struct Interrupted : Error {
   using Error::Error;
 };
 
-// A wait or a request cut short because what may wake it said stop; its caller knows why.
+// A wait or a request cut short because what may wake it said stop; it carries no reason, which
+// the one who set the wake knows (for an acquisition: lease/leased_acquire.hpp).
 struct Cancelled : Error {
   using Error::Error;
 };

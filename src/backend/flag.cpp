@@ -52,7 +52,8 @@ std::chrono::nanoseconds duration_value(std::string_view flag, const std::string
 bool env_bool(const char* env, const std::string& text, bool otherwise) {
   if (text.empty()) return otherwise;
   auto b = parse_go_bool(text);
-  if (!b) throw UsageError(std::string("invalid value \"") + text + "\" for " + env + ": parse error");
+  if (!b)
+    throw UsageError(std::string("invalid value \"") + text + "\" for " + env + ": parse error");
   return *b;
 }
 

@@ -42,12 +42,15 @@ using Given = std::function<bool(std::string_view flag)>;
 // or "false".
 class FlagValues {
  public:
-  void set(std::string_view flag, std::string text) { values_[std::string(flag)] = std::move(text); }
+  void set(std::string_view flag, std::string text) {
+    values_[std::string(flag)] = std::move(text);
+  }
   // nullptr when neither the flag nor its variable was given.
   const std::string* find(std::string_view flag) const;
   std::string text(std::string_view flag) const;  // "" when not given
   bool boolean(std::string_view flag, bool otherwise) const;
-  std::chrono::nanoseconds duration(std::string_view flag, std::chrono::nanoseconds otherwise) const;
+  std::chrono::nanoseconds duration(std::string_view flag,
+                                    std::chrono::nanoseconds otherwise) const;
 
  private:
   std::map<std::string, std::string, std::less<>> values_;

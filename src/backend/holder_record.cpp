@@ -82,8 +82,9 @@ template <class Int>
 Int number_field(const nlohmann::json& j, const char* name) {
   const auto& v = field(j, name);
   if (!v.is_number_integer()) malformed(std::string(name) + " is not a whole number");
-  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<Int>::max())
-                             : v.get<std::int64_t>() < std::int64_t(std::numeric_limits<Int>::min()))
+  if (v.is_number_unsigned()
+          ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<Int>::max())
+          : v.get<std::int64_t>() < std::int64_t(std::numeric_limits<Int>::min()))
     malformed(std::string(name) + " is out of range");
   return v.get<Int>();
 }
@@ -92,8 +93,9 @@ Int number_field(const nlohmann::json& j, const char* name) {
 
 std::string HolderRecord::who() const {
   if (!says_who())
-    return value.empty() ? "a holder with no record of lock's (not written yet, or another program's)"
-                         : "a holder known by the value it stored";
+    return value.empty()
+               ? "a holder with no record of lock's (not written yet, or another program's)"
+               : "a holder known by the value it stored";
   return "pid " + std::to_string(pid) + " on " + printable(host) + " since " + printable(since) +
          (until.empty() ? "" : ", held until " + printable(until) + " (-min-hold)");
 }
@@ -113,7 +115,8 @@ HolderRecord HolderRecord::from_json(const std::string& text) {
   return r;
 }
 
-std::optional<std::string> HolderRecord::with_until(const std::string& value, const std::string& until) {
+std::optional<std::string> HolderRecord::with_until(const std::string& value,
+                                                    const std::string& until) {
   try {
     if (from_json(value).pid != getpid()) return std::nullopt;
   } catch (const Error&) {

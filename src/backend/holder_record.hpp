@@ -11,13 +11,13 @@ namespace lk {
 // Who holds (or waits for) a prefix, stored beside the hold so that others can be told.
 struct HolderRecord {
   std::string prefix;
-  std::string name;   // the session name
+  std::string name;  // the session name
   std::string host;
   pid_t pid = 0;
-  std::string since;  // RFC 3339, UTC
+  std::string since;        // RFC 3339, UTC
   std::uint64_t token = 0;  // fencing token; 0 while waiting
-  std::string until;  // RFC 3339, UTC: -min-hold keeps the hold until then, the child gone
-  std::string value;  // what a holder stored instead of a record: -value's, or a peer's data
+  std::string until;        // RFC 3339, UTC: -min-hold keeps the hold until then, the child gone
+  std::string value;        // what a holder stored instead of a record: -value's, or a peer's data
 
   // `t` as RFC 3339, in UTC, to the second.
   static std::string utc_text(std::chrono::system_clock::time_point t);

@@ -52,7 +52,9 @@ const Registered* find_backend(std::string_view name) {
 std::string backend_names() {
   std::string names;
   for (std::size_t i = 0; i < std::size(kRegistry); ++i)
-    names += (i == 0 ? "" : i + 1 == std::size(kRegistry) ? " or " : ", ") +
+    names += (i == 0                          ? ""
+              : i + 1 == std::size(kRegistry) ? " or "
+                                              : ", ") +
              std::string(kRegistry[i].info.name);
   return names;
 }

@@ -39,7 +39,8 @@ struct BackendInfo {
   // Variables its configure() reads besides its flags' own (option_variables() gathers them).
   std::vector<const char*> variables = {};
   // Once it is chosen: its defaults filled in and its limits checked; throws UsageError.
-  std::unique_ptr<BackendConfig> (*configure)(const FlagValues& values, const Given& given) = nullptr;
+  std::unique_ptr<BackendConfig> (*configure)(const FlagValues& values,
+                                              const Given& given) = nullptr;
 
   bool applies(std::string_view flag) const;
 };

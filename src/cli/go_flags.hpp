@@ -16,8 +16,9 @@ namespace lk {
 enum class FlagKind { boolean, value };
 
 struct GoArgs {
-  std::vector<std::pair<std::string, std::string>> flags;  // name, value ("true"/"false" for booleans)
-  std::vector<std::string> rest;                          // prefix and child
+  std::vector<std::pair<std::string, std::string>>
+      flags;                      // name, value ("true"/"false" for booleans)
+  std::vector<std::string> rest;  // prefix and child
 };
 
 // `kind_of` names the flags that exist. Throws UsageError in Go's wording for unknown flags,

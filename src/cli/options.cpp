@@ -79,49 +79,71 @@ const char* backend_help() {
 // where their `after` says.
 std::vector<FlagInfo> core_rows() {
   return {
-      {.name = "n", .value = Value::integer, .help = "Limit of lock holders; above 1 the lock is a semaphore"},
-      {.name = "name", .value = Value::text, .help = "Name of the session (default: from the child command)"},
-      {.name = "monitor-retry", .value = Value::integer,
-       .help = "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
-               "stopped (default 3)"},
-      {.name = "timeout", .value = Value::duration,
-       .help = "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever (-try is the same)"},
+      {.name = "n",
+       .value = Value::integer,
+       .help = "Limit of lock holders; above 1 the lock is a semaphore"},
+      {.name = "name",
+       .value = Value::text,
+       .help = "Name of the session (default: from the child command)"},
+      {.name = "monitor-retry",
+       .value = Value::integer,
+       .help =
+           "Attempts, at most 1s apart, a failed lease renewal is sure to get before the child is "
+           "stopped (default 3)"},
+      {.name = "timeout",
+       .value = Value::duration,
+       .help = "Maximum time to wait for the lock, e.g. 500ms or 2m; 0 waits forever (-try is the "
+               "same)"},
       {.name = "shell", .help = "Run the child with $SHELL -c (default true)"},
       {.name = "pass-stdin", .help = "Give the child our stdin (else /dev/null)"},
       {.name = "child-exit-code", .help = "Exit 2 if the child exited with an error"},
-      {.name = "preserve-status", .help = "Exit with the child's own status (128+N if killed by signal N)"},
-      {.name = "conflict-exit-code", .value = Value::integer,
+      {.name = "preserve-status",
+       .help = "Exit with the child's own status (128+N if killed by signal N)"},
+      {.name = "conflict-exit-code",
+       .value = Value::integer,
        .help = "Exit status when -timeout passes without the lock (0 to 255, default 1)",
        .check = [](const std::string& t) { status_value("conflict-exit-code", t); }},
-      {.name = "lost-exit-code", .value = Value::integer,
+      {.name = "lost-exit-code",
+       .value = Value::integer,
        .help = "Exit status when the lock is lost (0 to 255, default 1)",
        .check = [](const std::string& t) { status_value("lost-exit-code", t); }},
-      {.name = "min-hold", .value = Value::duration,
+      {.name = "min-hold",
+       .value = Value::duration,
        .help = "Keep the lock at least this long from its acquisition, even when the child ends "
                "sooner, e.g. 30s (default 0)"},
-      {.name = "metrics-file", .value = Value::path,
-       .help = "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
-               "at acquisition and at exit",
-       .check = [](const std::string& t) {
-         if (t.empty()) throw UsageError("-metrics-file needs a file name");
-       }},
-      {.name = "kill-after", .value = Value::duration,
+      {.name = "metrics-file",
+       .value = Value::path,
+       .help =
+           "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
+           "at acquisition and at exit",
+       .check =
+           [](const std::string& t) {
+             if (t.empty()) throw UsageError("-metrics-file needs a file name");
+           }},
+      {.name = "kill-after",
+       .value = Value::duration,
        .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)"},
       {.name = "verbose", .help = "Say what lock is doing, on stderr"},
-      {.name = "ready", .value = Value::when,
+      {.name = "ready",
+       .value = Value::when,
        .help = "Under systemd (Type=notify), report the unit ready once the child runs (hold, the "
                "default) or once in line for the lock (wait)"},
       {.name = "backend", .env = "LOCK_BACKEND", .value = Value::name, .help = backend_help()},
-      {.name = "status", .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)"},
+      {.name = "status",
+       .help = "Show who holds the prefix and who waits, and exit (0 held, 3 not held)"},
       {.name = "json", .help = "With -status, print JSON"},
-      {.name = "watch", .help = "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)"},
+      {.name = "watch",
+       .help =
+           "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)"},
       {.name = "version", .help = "Print the version and exit"},
   };
 }
 
 // Puts `row` right after the row named `anchor` in `table`; false while that one is not there.
-bool insert_after(std::vector<const FlagInfo*>& table, std::string_view anchor, const FlagInfo* row) {
-  auto at = std::find_if(table.begin(), table.end(), [&](const FlagInfo* f) { return f->name == anchor; });
+bool insert_after(std::vector<const FlagInfo*>& table, std::string_view anchor,
+                  const FlagInfo* row) {
+  auto at = std::find_if(table.begin(), table.end(),
+                         [&](const FlagInfo* f) { return f->name == anchor; });
   if (at == table.end()) return false;
   table.insert(at + 1, row);
   return true;
@@ -142,7 +164,9 @@ const std::vector<const FlagInfo*>& flag_table() {
         for (std::size_t i = 0; i < b.info.flags.size(); ++i) {
           const FlagInfo* row = b.info.flags[i];
           if (placed.contains(row)) continue;
-          std::string_view anchor = !row->after.empty() ? row->after : i ? b.info.flags[i - 1]->name : "";
+          std::string_view anchor = !row->after.empty() ? row->after
+                                    : i                 ? b.info.flags[i - 1]->name
+                                                        : "";
           if (anchor.empty()) t.push_back(row);
           else if (!insert_after(t, anchor, row)) continue;
           placed.insert(row);
@@ -212,8 +236,9 @@ struct Cli {
       if (f.check) f.check(text);
       values.set(f.name, text);
     };
-    CLI::Option* opt = app.add_option_function<std::string>("--" + std::string(f.name), take, f.help ? f.help : "")
-                           ->option_text(value_text(f.value));
+    CLI::Option* opt =
+        app.add_option_function<std::string>("--" + std::string(f.name), take, f.help ? f.help : "")
+            ->option_text(value_text(f.value));
     if (!f.help) opt->group("");
     else if (f.group) opt->group(f.group);
     if (f.env) opt->envname(f.env);
@@ -275,9 +300,11 @@ void check_flags_apply(const Options& o, const Given& given) {
     std::vector<std::string> owners;
     for (const Registered& b : registry())
       if (b.info.applies(f->name)) owners.emplace_back(b.info.name);
-    if (owners.empty() || std::find(owners.begin(), owners.end(), o.backend) != owners.end()) continue;
+    if (owners.empty() || std::find(owners.begin(), owners.end(), o.backend) != owners.end())
+      continue;
     std::string which = owners.front();
-    for (std::size_t i = 1; i < owners.size(); ++i) which += (i + 1 == owners.size() ? " and " : ", ") + owners[i];
+    for (std::size_t i = 1; i < owners.size(); ++i)
+      which += (i + 1 == owners.size() ? " and " : ", ") + owners[i];
     throw UsageError("-" + std::string(f->name) + " applies to the " + which + " backend" +
                      (owners.size() > 1 ? "s" : "") + ", not to -backend " + o.backend);
   }
@@ -288,12 +315,13 @@ void choose_backend(Options& o, const FlagValues& values, const std::vector<std:
   Given was_given = [&](std::string_view f) {
     return std::find(given.begin(), given.end(), f) != given.end();
   };
-  if (o.backend.empty())
-    select_backend(o, given);
+  if (o.backend.empty()) select_backend(o, given);
   else
-    o.backend_chosen_by = was_given("backend") ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
+    o.backend_chosen_by =
+        was_given("backend") ? "-backend " + o.backend : "LOCK_BACKEND=" + o.backend;
   const Registered* chosen = find_backend(o.backend);
-  if (!chosen) throw UsageError("unknown backend '" + o.backend + "' (choose " + backend_names() + ")");
+  if (!chosen)
+    throw UsageError("unknown backend '" + o.backend + "' (choose " + backend_names() + ")");
   check_flags_apply(o, was_given);
   std::unique_ptr<BackendConfig> config = chosen->info.configure(values, was_given);
   config->status_only = o.status;
@@ -322,7 +350,8 @@ void check_together(const Options& o, std::size_t words) {
   if (!o.status && words < 2) throw UsageError("Key prefix and child command must be specified");
   if (o.json && !o.status) throw UsageError("-json goes with -status");
   if (o.watch && !o.status) throw UsageError("-watch goes with -status");
-  if (o.status && !o.metrics_file.empty()) throw UsageError("-metrics-file goes with a run, not -status");
+  if (o.status && !o.metrics_file.empty())
+    throw UsageError("-metrics-file goes with a run, not -status");
   if (o.timeout.count() < 0) throw UsageError("Timeout must be positive");
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
@@ -354,7 +383,8 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   std::vector<std::string> reversed(args_for_cli11.rbegin(), args_for_cli11.rend());
   Cli cli([&](const FlagInfo& f) {
-    return std::find(given.begin(), given.end(), f.name) != given.end() || (f.env && std::getenv(f.env));
+    return std::find(given.begin(), given.end(), f.name) != given.end() ||
+           (f.env && std::getenv(f.env));
   });
   try {
     cli.app.parse(reversed);

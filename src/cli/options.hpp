@@ -17,14 +17,15 @@ struct Options {
   bool pass_stdin = false;
   bool child_exit_code = false;
   bool preserve_status = false;
-  int conflict_exit_code = 1;  // -timeout passed without the lock
-  int lost_exit_code = 1;      // the lock was lost
+  int conflict_exit_code = 1;            // -timeout passed without the lock
+  int lost_exit_code = 1;                // the lock was lost
   std::chrono::nanoseconds min_hold{0};  // the hold lasts at least this long from its start
-  std::string metrics_file;  // node_exporter's textfile: what became of the run (runner/metrics_file.hpp)
+  std::string
+      metrics_file;  // node_exporter's textfile: what became of the run (runner/metrics_file.hpp)
   bool verbose = false;
   bool ready_when_queued = false;  // -ready=wait: systemd hears READY=1 once we are in line
   std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
-  std::string backend;  // a name the registry knows
+  std::string backend;            // a name the registry knows
   std::string backend_chosen_by;  // for messages: "-backend consul", "CONSUL_HTTP_ADDR is set"...
   // The chosen backend's own, read from its flags (registry.hpp); set once a backend is chosen.
   std::shared_ptr<const BackendConfig> backend_config;

@@ -22,7 +22,9 @@
 namespace lk {
 namespace {
 
-std::string system_error(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+std::string system_error(const std::string& what, int err) {
+  return what + ": " + std::strerror(err);
+}
 
 // A connected socket; an empty one when the wait was cut short. Throws with errno's reason.
 UniqueFd connect_socket(int family, const sockaddr* to, socklen_t length, IoWait& wait) {
@@ -41,7 +43,8 @@ UniqueFd connect_socket(int family, const sockaddr* to, socklen_t length, IoWait
 UniqueFd connect_unix(const std::string& path, IoWait& wait) {
   sockaddr_un to{};
   to.sun_family = AF_UNIX;
-  if (path.size() >= sizeof to.sun_path) throw NetworkError("the socket path " + path + " is too long");
+  if (path.size() >= sizeof to.sun_path)
+    throw NetworkError("the socket path " + path + " is too long");
   std::memcpy(to.sun_path, path.data(), path.size());
   try {
     return connect_socket(AF_UNIX, reinterpret_cast<sockaddr*>(&to), sizeof to, wait);
@@ -90,7 +93,8 @@ std::shared_ptr<Lookup> resolve(const std::string& host, const std::string& port
     while (!lookup->finished.load(std::memory_order_acquire))
       if (!wait.ready(lookup->done.get(), POLLIN)) return nullptr;
   }
-  if (lookup->rc != 0) throw NetworkError("cannot resolve " + host + ": " + gai_strerror(lookup->rc));
+  if (lookup->rc != 0)
+    throw NetworkError("cannot resolve " + host + ": " + gai_strerror(lookup->rc));
   return lookup;
 }
 
@@ -148,7 +152,8 @@ UniqueFd connect_any(const addrinfo* addresses, IoWait& wait) {
       return fd;
     } catch (const NetworkError& e) {
       // Every address's reason, named when there are several: the first may be the telling one.
-      why += (why.empty() ? "" : "; ") + (addresses->ai_next ? numeric_host(a) + ": " : "") + e.what();
+      why +=
+          (why.empty() ? "" : "; ") + (addresses->ai_next ? numeric_host(a) + ": " : "") + e.what();
     }
   }
   throw NetworkError(why.empty() ? "timed out" : why);
@@ -203,12 +208,10 @@ int Connection::tls_call(Call call, IoWait& wait, const char* what) {
       case SSL_ERROR_WANT_WRITE:
         if (!wait.ready(fd_.get(), POLLOUT)) return -1;
         break;
-      case SSL_ERROR_ZERO_RETURN:
-        return 0;
+      case SSL_ERROR_ZERO_RETURN: return 0;
       case SSL_ERROR_SYSCALL:
         throw ConnectionLost(errno ? system_error(what, errno) : tls_error(what));
-      default:
-        throw ConnectionLost(tls_error(what));
+      default: throw ConnectionLost(tls_error(what));
     }
   }
 }
@@ -224,7 +227,8 @@ std::unique_ptr<Connection> Connection::open(const ServerAddress& address, const
   try {
     int done = c->tls_call([&] { return SSL_do_handshake(c->ssl_.get()); }, wait, "TLS handshake");
     if (done < 0) return nullptr;
-    if (done == 0) throw ConnectionLost("the server closed the connection during the TLS handshake");
+    if (done == 0)
+      throw ConnectionLost("the server closed the connection during the TLS handshake");
   } catch (const ConnectionLost& e) {
     long verified = SSL_get_verify_result(c->ssl_.get());
     if (verified != X509_V_OK)

@@ -22,7 +22,7 @@ struct ServerAddress {
   std::string host, port;   // for TCP
   std::string unix_socket;  // when set, instead of host and port
   bool tls = false;
-  std::string tls_name;     // what the server's certificate must name
+  std::string tls_name;  // what the server's certificate must name
 };
 
 // The connection broke (reset, closed, or TLS failed on it) while a request was under way.

@@ -17,8 +17,10 @@ std::string lower(std::string s) {
 // What part of the request it is, should it hold a line break or other control character that
 // would let it write headers of its own (a token read from a file, say).
 void check_printable(std::string_view text, const char* what) {
-  if (std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
-    throw Error(std::string("refusing to send a request whose ") + what + " holds a control character");
+  if (std::any_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    throw Error(std::string("refusing to send a request whose ") + what +
+                " holds a control character");
 }
 
 struct BaseUrl {
@@ -28,7 +30,9 @@ struct BaseUrl {
 
 // scheme://host[:port][/path], the host possibly an IPv6 address in brackets.
 BaseUrl parse_base_url(const std::string& url) {
-  auto bad = [&](const std::string& why) { return Error("\"" + url + "\" is not a server address: " + why); };
+  auto bad = [&](const std::string& why) {
+    return Error("\"" + url + "\" is not a server address: " + why);
+  };
   BaseUrl b;
   auto sep = url.find("://");
   if (sep == std::string::npos) throw bad("no scheme (http:// or https://)");
@@ -132,7 +136,8 @@ bool HttpClient::read_reply(ResponseReader& reader, IoWait& wait) {
     auto n = connection_->read_some(buffer, sizeof buffer, wait);
     if (!n) return false;
     if (*n == 0) {
-      if (!reader.started()) throw ConnectionLost("the server closed the connection without a reply");
+      if (!reader.started())
+        throw ConnectionLost("the server closed the connection without a reply");
       reader.end_of_stream();
       return true;
     }
@@ -156,9 +161,14 @@ std::optional<HttpResponse> HttpClient::request_until(
   IoWait wait(by, wake_fds, keep_going);
   HttpResponse response;
   ResponseReader reader(
-      response, [&](std::string_view data) { response.body.append(data); return true; },
+      response,
+      [&](std::string_view data) {
+        response.body.append(data);
+        return true;
+      },
       kMaxReplyBody, method == "HEAD");
-  if (!exchange(request_text(method, path, body, headers), reader, wait, by, by)) return std::nullopt;
+  if (!exchange(request_text(method, path, body, headers), reader, wait, by, by))
+    return std::nullopt;
   return response;
 }
 

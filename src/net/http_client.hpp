@@ -51,8 +51,8 @@ class HttpClient {
   // `keep_going` is asked whenever one of `wake_fds` is readable, and at least once a second.
   // Returns the status (0 when none came); throws NetworkError when the connection failed.
   long stream(const std::string& method, const std::string& path, const std::string& body,
-              const std::function<bool(std::string_view)>& on_data, const std::vector<int>& wake_fds,
-              const std::function<bool()>& keep_going,
+              const std::function<bool(std::string_view)>& on_data,
+              const std::vector<int>& wake_fds, const std::function<bool()>& keep_going,
               const std::vector<std::string>& headers = {});
 
   // request(), cut short (nullopt) when `keep_going`, asked as for stream(), returns false.
@@ -74,8 +74,8 @@ class HttpClient {
 
   Endpoint endpoint_;
   ServerAddress address_;
-  std::string host_;         // the Host header
-  std::string path_prefix_;  // a path in the base URL, before every request's own
+  std::string host_;                 // the Host header
+  std::string path_prefix_;          // a path in the base URL, before every request's own
   std::unique_ptr<TlsContext> tls_;  // made at the first https connection
   std::unique_ptr<Connection> connection_;
 };

@@ -27,7 +27,8 @@ bool IoWait::ready(int fd, short events) {
       throw NetworkError("timed out after " + std::to_string(took.count()) + " ms");
     }
     auto slice = deadline_.left(milliseconds(1000));
-    int n = poll(fds.data(), fds.size(), static_cast<int>(std::max(slice, milliseconds(1)).count()));
+    int n =
+        poll(fds.data(), fds.size(), static_cast<int>(std::max(slice, milliseconds(1)).count()));
     if (n < 0 && errno != EINTR) throw NetworkError(std::string("poll: ") + std::strerror(errno));
     bool woken = false;
     for (std::size_t i = 1; i < fds.size(); ++i) woken |= fds[i].revents != 0;  // an error too

@@ -35,8 +35,8 @@ bool informational(long status) { return status >= 100 && status < 200 && status
 class ResponseReader::Parser : public http::basic_parser<false> {
  public:
   explicit Parser(ResponseReader& reader) : r_(reader) {
-    eager(true);                // bodies go to the sink as far as each read reaches
-    header_limit(64 * 1024);    // Consul's headers are a few hundred bytes
+    eager(true);              // bodies go to the sink as far as each read reaches
+    header_limit(64 * 1024);  // Consul's headers are a few hundred bytes
     // Counted in take(), whatever way the body is framed. Not boost::none: Beast 1.74 compares a
     // Content-Length with the optional, and any number is more than none.
     body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -62,7 +62,8 @@ class ResponseReader::Parser : public http::basic_parser<false> {
   void on_header_impl(error_code& ec) override {
     // Refused before its first byte; a reply with no body (to HEAD, a 204) has nothing to refuse.
     auto length = content_length();
-    if (!is_done() && length && r_.body_limit_ && *length > *r_.body_limit_) ec = http::error::body_limit;
+    if (!is_done() && length && r_.body_limit_ && *length > *r_.body_limit_)
+      ec = http::error::body_limit;
   }
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
   std::size_t on_body_impl(string_view body, error_code& ec) override { return take(body, ec); }
@@ -113,11 +114,13 @@ void ResponseReader::feed(std::string_view data) {
 void ResponseReader::parse() {
   while (!pending_.empty() && !parser_->is_done()) {
     error_code ec;
-    std::size_t used = parser_->put(boost::asio::const_buffer(pending_.data(), pending_.size()), ec);
+    std::size_t used =
+        parser_->put(boost::asio::const_buffer(pending_.data(), pending_.size()), ec);
     pending_.erase(0, used);
     if (stopped_ || ec == http::error::need_more) return;
     if (ec == http::error::body_limit)
-      throw ReplyTooLarge("the reply is larger than " + std::to_string(*body_limit_ >> 20) + " MiB");
+      throw ReplyTooLarge("the reply is larger than " + std::to_string(*body_limit_ >> 20) +
+                          " MiB");
     if (ec) fail(ec.message());
     if (parser_->is_done() && informational(head_.status)) {
       parser_ = std::make_unique<Parser>(*this);

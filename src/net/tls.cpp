@@ -12,7 +12,8 @@ namespace {
 
 bool is_ip_address(const std::string& name) {
   unsigned char addr[16];
-  return inet_pton(AF_INET, name.c_str(), addr) == 1 || inet_pton(AF_INET6, name.c_str(), addr) == 1;
+  return inet_pton(AF_INET, name.c_str(), addr) == 1 ||
+         inet_pton(AF_INET6, name.c_str(), addr) == 1;
 }
 
 void check(int ok, const std::string& what) {
@@ -31,7 +32,8 @@ std::string tls_error(const std::string& what) {
 
 void SslFree::operator()(ssl_st* ssl) const { SSL_free(ssl); }
 
-TlsContext::TlsContext(const TlsOptions& o) : ctx_(SSL_CTX_new(TLS_client_method())), verify_(o.verify) {
+TlsContext::TlsContext(const TlsOptions& o)
+    : ctx_(SSL_CTX_new(TLS_client_method())), verify_(o.verify) {
   if (!ctx_) throw Error(tls_error("cannot set up TLS"));
   try {
     SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
@@ -44,9 +46,10 @@ TlsContext::TlsContext(const TlsOptions& o) : ctx_(SSL_CTX_new(TLS_client_method
         check(SSL_CTX_set_default_verify_paths(ctx_), "cannot load the system's trusted CAs");
       } else {
         // Only the CAs named are trusted, as with Consul's and etcd's own clients.
-        check(SSL_CTX_load_verify_locations(ctx_, o.ca_file.empty() ? nullptr : o.ca_file.c_str(),
-                                            o.ca_path.empty() ? nullptr : o.ca_path.c_str()),
-              "cannot load the CA certificates from " + (o.ca_file.empty() ? o.ca_path : o.ca_file));
+        check(
+            SSL_CTX_load_verify_locations(ctx_, o.ca_file.empty() ? nullptr : o.ca_file.c_str(),
+                                          o.ca_path.empty() ? nullptr : o.ca_path.c_str()),
+            "cannot load the CA certificates from " + (o.ca_file.empty() ? o.ca_path : o.ca_file));
       }
     }
     if (!o.client_cert.empty()) {

@@ -27,7 +27,7 @@ struct ChildSpec {
 std::vector<std::string> child_argv(const std::vector<std::string>& words, bool shell);
 
 struct Spawned {
-  pid_t pid = -1;     // also the id of its process group; -1 when no process could be made
+  pid_t pid = -1;  // also the id of its process group; -1 when no process could be made
   // errno of a failed exec (the child has then already exited with 126 or 127) or fork
   int exec_error = 0;
 };

@@ -16,6 +16,6 @@ std::optional<std::vector<pid_t>> listed_children();  // nullopt without /proc
 // where the next slice starts, or 0 once past the largest pid there can be.
 pid_t scan_children(pid_t from, pid_t count, std::vector<pid_t>& found);
 std::vector<pid_t> scanned_children();  // all slices at once
-bool have_children();  // cheap, without /proc too
+bool have_children();                   // cheap, without /proc too
 
 }  // namespace lk

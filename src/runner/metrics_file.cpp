@@ -98,8 +98,9 @@ double carried_over_success(const std::string& path, const RunFacts& run) {
 
 std::string metrics_text(const RunFacts& run) {
   std::string l = labels(run), out;
-  out += "# HELP lock_run_outcome How the latest run on the prefix went: 1 for its outcome, 0 for "
-         "the others (running: it holds the lock now).\n# TYPE lock_run_outcome gauge\n";
+  out +=
+      "# HELP lock_run_outcome How the latest run on the prefix went: 1 for its outcome, 0 for "
+      "the others (running: it holds the lock now).\n# TYPE lock_run_outcome gauge\n";
   for (std::size_t i = 0; i < std::size(kOutcomes); ++i)
     out += fmt::format("lock_run_outcome{{{},outcome=\"{}\"}} {}\n", l, kOutcomes[i],
                        static_cast<std::size_t>(run.outcome) == i ? 1 : 0);

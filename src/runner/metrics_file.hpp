@@ -24,7 +24,7 @@ struct RunFacts {
   double waited = 0, held = 0;      // seconds
   std::optional<int> child_status;  // as a shell tells it: 128+N when signal N ended the child
   std::optional<double> ended;
-  double last_success = 0;          // the child's last exit 0 in a run that kept the lock; 0: none
+  double last_success = 0;  // the child's last exit 0 in a run that kept the lock; 0: none
 };
 
 // The file's whole text: each series with its HELP and TYPE, labelled with the prefix and the

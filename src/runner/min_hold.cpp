@@ -37,7 +37,8 @@ std::optional<std::string> keep_until(Clock::time_point until, Hold& hold, Signa
   verbose("the child has gone; holding the lock until {} (-min-hold)", text);
   systemd.status("held until " + text + " (-min-hold)");
   while (!deadline.passed()) {
-    pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {hold.loss_fd(), POLLIN, 0}, {systemd.timer_fd(), POLLIN, 0}};
+    pollfd fds[3] = {
+        {signals.fd(), POLLIN, 0}, {hold.loss_fd(), POLLIN, 0}, {systemd.timer_fd(), POLLIN, 0}};
     timespec ts;
     int n = ppoll(fds, 3, deadline.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");

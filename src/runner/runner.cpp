@@ -5,7 +5,6 @@
 #include <cstring>
 #include <exception>
 
-#include "util/duration.hpp"
 #include "net/wake.hpp"
 #include "runner/children.hpp"
 #include "runner/metrics_file.hpp"
@@ -14,6 +13,7 @@
 #include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
 #include "runner/wait_notice.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 #include "util/printable.hpp"
 
@@ -44,7 +44,8 @@ std::string waiting_for(const Options& o, const Wake& wake) {
 }
 
 // systemd's status line while we wait: "waiting for p (1 of 1 held: pid 12 on web1 since ...)".
-std::optional<std::string> waiting_status(const Options& o, const std::string& what, const Wake& wake) {
+std::optional<std::string> waiting_status(const Options& o, const std::string& what,
+                                          const Wake& wake) {
   auto s = status_of(o, wake);
   if (!s) return std::nullopt;  // keep the last line
   std::string line = "waiting for " + what;
@@ -65,8 +66,9 @@ std::string announce_wait(const Options& o, SystemdNotify& systemd) {
   verbose("{} backend: waiting for {} on prefix '{}'{}", o.backend,
           o.limit == 1 ? "the lock" : fmt::format("one of {} slots", o.limit), o.prefix,
           o.timeout.count() ? " for at most " + format_go_duration(o.timeout) : "");
-  std::string what = o.limit == 1 ? printable(o.prefix)
-                                   : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
+  std::string what = o.limit == 1
+                         ? printable(o.prefix)
+                         : fmt::format("one of {} slots of {}", o.limit, printable(o.prefix));
   systemd.status("waiting for " + what);
   return what;
 }
@@ -111,14 +113,16 @@ std::unique_ptr<Hold> take_hold(Backend& backend, const LockSpec& spec, Deadline
   try {
     hold = backend.acquire(spec, deadline, interrupt, queued);
   } catch (const Interrupted&) {
-    std::string why = "interrupted by " + signal_name(stop_signal()) + " while waiting for the lock";
+    std::string why =
+        "interrupted by " + signal_name(stop_signal()) + " while waiting for the lock";
     systemd.stopping("stopping: " + why);
     throw Interrupted(why);
   }
   if (int sig = stop_signal()) {
     systemd.stopping("stopping: interrupted by " + signal_name(sig));
     hold->release();
-    throw Interrupted("interrupted by " + signal_name(sig) + " as the lock was acquired; released it");
+    throw Interrupted("interrupted by " + signal_name(sig) +
+                      " as the lock was acquired; released it");
   }
   return hold;
 }
@@ -157,7 +161,7 @@ int run_once(const Options& o, MetricsFile& metrics) {
   auto argv = child_argv(o.child, o.shell);
   Watchdog watchdog({argv, o.pass_stdin, o.kill_after});
   foreign.insert(watchdog.pid());
-  Signals signals;  // before anything that waits, so that no signal is missed
+  Signals signals;        // before anything that waits, so that no signal is missed
   SystemdNotify systemd;  // and the child inherits none of its variables
   auto backend = carried(o.backend, o.backend_chosen_by).make(*o.backend_config);
   LockSpec spec{o.prefix, o.limit, o.name};
@@ -170,8 +174,7 @@ int run_once(const Options& o, MetricsFile& metrics) {
   // A server slow to say who holds must not hold up a stop signal.
   Wake status_wake{{signals.fd()}, [&] { return !stop_requested(); }};
   WaitNotice notice(signals.fd(), systemd.timer_fd(), std::chrono::seconds(3));
-  Interrupt interrupt{notice.fd(),
-                      [&] {
+  Interrupt interrupt{notice.fd(), [&] {
                         if (stop_requested()) return false;
                         notice.maybe_print([&] { return waiting_for(o, status_wake); });
                         if (systemd.tick())
@@ -196,7 +199,8 @@ int run_once(const Options& o, MetricsFile& metrics) {
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
   RunResult result = tree_first(watchdog, [&] {
-    return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign)).run(child);
+    return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign))
+        .run(child);
   });
   if (o.min_hold.count() && !result.lost && !result.unguarded && !result.stop_signal)
     result.lost = keep_until(acquired + o.min_hold, *hold, signals, systemd);

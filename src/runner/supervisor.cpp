@@ -52,27 +52,22 @@ bool Supervisor::start_child(const ChildStart& start) {
   Start started = watchdog_.spawn(start.env, start.fds, take_terminal, wait);
   switch (started.outcome) {
     case Start::gone:
-      result_.not_run = fmt::format("lock's watchdog (pid {}) is gone, and without it the child "
-                                    "would outlive a killed lock", watchdog_.pid());
+      result_.not_run = fmt::format(
+          "lock's watchdog (pid {}) is gone, and without it the child "
+          "would outlive a killed lock",
+          watchdog_.pid());
       kill_orphans();  // had it started the child before it died, the child died with it
       return true;
-    case Start::refused:
-      refused();
-      return false;
-    case Start::unconfirmed:
-      child_running_ = true;
-      return true;
-    case Start::started:
-      break;
+    case Start::refused: refused(); return false;
+    case Start::unconfirmed: child_running_ = true; return true;
+    case Start::started: break;
   }
   child_running_ = true;
   child_ = started.child.pid;
   foreground_->set_child(child_);
   verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
-  if (started.child.exec_error)
-    result_.exec_error = started.child.exec_error;
-  else
-    systemd_.ready();  // the child runs: what dependants of the unit wait for
+  if (started.child.exec_error) result_.exec_error = started.child.exec_error;
+  else systemd_.ready();  // the child runs: what dependants of the unit wait for
   return true;
 }
 
@@ -145,14 +140,11 @@ void Supervisor::lose(const std::string& why) {
 
 void Supervisor::on_report(const ReportMessage& report) {
   switch (report.report) {
-    case Report::stopped:
-      return on_stopped(report.sig);
+    case Report::stopped: return on_stopped(report.sig);
     case Report::signal:  // as if sent to us: unless we were started with it ignored
       return signals_.handles(report.sig) ? on_signal(report.sig) : void();
-    case Report::exited:
-      return on_exited(report);
-    case Report::deadline:
-      return on_deadline();
+    case Report::exited: return on_exited(report);
+    case Report::deadline: return on_deadline();
     case Report::killing:
       killing_ = true;
       verbose("the child tree outlived the grace period of {} or the lease; sending SIGKILL",
@@ -170,8 +162,7 @@ void Supervisor::on_report(const ReportMessage& report) {
       refused();
       tree_gone_ = true;
       return;
-    case Report::started:
-      return;
+    case Report::started: return;
   }
 }
 
@@ -190,9 +181,10 @@ std::string Supervisor::deadline_passed() {
   auto dead_by = watchdog_.published();
   auto now = Clock::now();
   if (dead_by && now > *dead_by)
-    return fmt::format("the lease ran out {} ago without a confirmed renewal, while lock did not "
-                       "run (stopped, paused, starved, or the machine asleep)",
-                       format_go_duration(std::chrono::round<std::chrono::milliseconds>(now - *dead_by)));
+    return fmt::format(
+        "the lease ran out {} ago without a confirmed renewal, while lock did not "
+        "run (stopped, paused, starved, or the machine asleep)",
+        format_go_duration(std::chrono::round<std::chrono::milliseconds>(now - *dead_by)));
   return hold_.check_loss().value_or(
       "no renewal of the lease was confirmed in time, and it may expire soon; lock's watchdog "
       "began the stop");
@@ -219,12 +211,13 @@ void Supervisor::on_exited(const ReportMessage& report) {
   child_running_ = false;
   result_.child = {report.signaled, report.code};
   result_.ended_unstopped = !stopping_;
-  std::string how = fmt::format("the child exited ({} {})", report.signaled ? "signal" : "status",
-                                report.code);
+  std::string how =
+      fmt::format("the child exited ({} {})", report.signaled ? "signal" : "status", report.code);
   verbose("{}", how);
   systemd_.stopping(how + "; releasing the lock");
   if (report.sig && !stopping_)
-    verbose("the child left processes behind; sending {} to the child tree", signal_name(report.sig));
+    verbose("the child left processes behind; sending {} to the child tree",
+            signal_name(report.sig));
   stopping_ = stopping_ || report.sig != 0;
 }
 
@@ -238,9 +231,10 @@ void Supervisor::on_watchdog_died() {
   std::string how = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED
                         ? "was killed by " + signal_name(info.si_status)
                         : "ended";
-  result_.unguarded = fmt::format("lock's watchdog (pid {}) {}; the child tree was killed, since "
-                                  "without the watchdog it would outlive a killed lock",
-                                  watchdog_.pid(), how);
+  result_.unguarded = fmt::format(
+      "lock's watchdog (pid {}) {}; the child tree was killed, since "
+      "without the watchdog it would outlive a killed lock",
+      watchdog_.pid(), how);
   verbose("{}", *result_.unguarded);
   systemd_.stopping("stopping the child: " + *result_.unguarded);
   kill_orphans();
@@ -270,10 +264,8 @@ void Supervisor::reap() {
     child_running_ = false;
     result_.child = *reaped.ended;
   }
-  if (orphans_->gone())
-    tree_gone_ = true;
-  else
-    orphans_->signal_adopted();
+  if (orphans_->gone()) tree_gone_ = true;
+  else orphans_->signal_adopted();
 }
 
 void Supervisor::suspend() {
@@ -282,10 +274,8 @@ void Supervisor::suspend() {
   foreground_->give_back();
   // On a terminal, our whole group, as the terminal stops a job (a script that runs us too);
   // otherwise the ^Z was sent to us alone, and only we stop.
-  if (foreground_->active())
-    kill(0, SIGSTOP);
-  else
-    raise(SIGSTOP);
+  if (foreground_->active()) kill(0, SIGSTOP);
+  else raise(SIGSTOP);
   foreground_->hand_over();
   verbose("continued; continuing the child");
   watchdog_.send(Command::resume);

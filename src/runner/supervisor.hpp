@@ -19,9 +19,9 @@ namespace lk {
 // What the child is started with, once the hold is confirmed.
 struct ChildStart {
   std::vector<std::string> argv;  // as the watchdog runs it (for messages)
-  EnvVars env;             // added to our environment
-  std::vector<int> fds;    // the hold's descriptors, kept open in the child tree
-  bool on_terminal = false;  // its stdin is our terminal (-pass-stdin on a tty)
+  EnvVars env;                    // added to our environment
+  std::vector<int> fds;           // the hold's descriptors, kept open in the child tree
+  bool on_terminal = false;       // its stdin is our terminal (-pass-stdin on a tty)
 };
 
 // Runs the child while the hold lasts. The watchdog starts the child and keeps its tree
@@ -80,8 +80,8 @@ class Supervisor {
   bool stopping_ = false;
   bool killing_ = false;
   Foreground* foreground_ = nullptr;  // the terminal, while run() lasts
-  bool tstp_forwarded_ = false;  // we passed a ^Z on; its stop is ours too
-  std::optional<Tree> orphans_;  // what is left of the tree once the watchdog died
+  bool tstp_forwarded_ = false;       // we passed a ^Z on; its stop is ours too
+  std::optional<Tree> orphans_;       // what is left of the tree once the watchdog died
 };
 
 }  // namespace lk

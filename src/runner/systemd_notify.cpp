@@ -78,7 +78,8 @@ SystemdNotify::SystemdNotify() {
   // Half of 1 µs is rounded up: a zero would disarm the timer, and with it every ping.
   std::chrono::nanoseconds every = kRefreshEvery;
   if (watchdog_)
-    every = std::min<std::chrono::nanoseconds>(every, std::max(*watchdog_ / 2, std::chrono::microseconds(1)));
+    every = std::min<std::chrono::nanoseconds>(
+        every, std::max(*watchdog_ / 2, std::chrono::microseconds(1)));
   timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   itimerspec when{};
   auto first = std::min<std::chrono::nanoseconds>(every, 500ms);

@@ -142,8 +142,8 @@ void Tree::scan_slice() {
   scan_next_ = scan_children(scan_next_, 65536, found);
   for (pid_t pid : without_foreign(std::move(found))) signal_escaped_one(pid);
   if (!scan_next_)
-    next_scan_ = Deadline::after(std::max<Clock::duration>(std::chrono::seconds(1),
-                                                           4 * (Clock::now() - scan_started_)));
+    next_scan_ = Deadline::after(
+        std::max<Clock::duration>(std::chrono::seconds(1), 4 * (Clock::now() - scan_started_)));
 }
 
 std::vector<pid_t> Tree::without_foreign(std::vector<pid_t> pids) const {

@@ -27,8 +27,7 @@ WaitNotice::WaitNotice(int signals_fd, int also_fd, std::chrono::seconds after)
 
 void WaitNotice::maybe_print(const std::function<std::string()>& what) {
   std::uint64_t expirations;
-  if (!timer_ || read(timer_.get(), &expirations, sizeof expirations) != sizeof expirations)
-    return;
+  if (!timer_ || read(timer_.get(), &expirations, sizeof expirations) != sizeof expirations) return;
   epoll_ctl(poll_.get(), EPOLL_CTL_DEL, timer_.get(), nullptr);
   timer_.reset();
   std::string line = "lock: " + what() + "\n";

@@ -45,7 +45,8 @@ Watchdog::Watchdog(const WatchdogSetup& setup) {
 Watchdog::~Watchdog() { socket_.reset(); }
 
 std::optional<int> Watchdog::continue_if_stopped() {
-  // Neither reaped nor waited for as it exits (WEXITED is not asked): that stays on_watchdog_died's.
+  // Neither reaped nor waited for as it exits (WEXITED is not asked): that stays
+  // on_watchdog_died's.
   siginfo_t info{};
   if (died_ || waitid(P_PID, pid_, &info, WSTOPPED | WNOHANG) < 0 || info.si_pid != pid_)
     return std::nullopt;

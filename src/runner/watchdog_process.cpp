@@ -93,7 +93,11 @@ void TreeGuard::run() {
 void TreeGuard::start(Spawn spawn) {
   read_deadline();
   if (plan_.stop_due(Clock::now())) return report({Report::refused});
-  ChildSpec spec{setup_.argv, std::move(spawn.env), setup_.pass_stdin, spawn.take_terminal, {},
+  ChildSpec spec{setup_.argv,
+                 std::move(spawn.env),
+                 setup_.pass_stdin,
+                 spawn.take_terminal,
+                 {},
                  signals_.ignored_at_start(SIGCHLD)};
   for (const auto& fd : spawn.fds) spec.inherit_fds.push_back(fd.get());
   held_ = std::move(spawn.fds);
@@ -180,12 +184,9 @@ void TreeGuard::on_lock() {
       lock_gone_ = true;
       return kill_tree();
     }
-    if (message.command == Command::forward && !tree_->killing())
-      tree_->signal_group(message.sig);
-    else if (message.command == Command::stop)
-      begin_stop(message.sig);
-    else if (message.command == Command::resume)
-      tree_->signal_group(SIGCONT);
+    if (message.command == Command::forward && !tree_->killing()) tree_->signal_group(message.sig);
+    else if (message.command == Command::stop) begin_stop(message.sig);
+    else if (message.command == Command::resume) tree_->signal_group(SIGCONT);
   }
 }
 
@@ -193,8 +194,7 @@ void TreeGuard::on_lock() {
 // between them: it is passed on to lock. Signals from anyone else are not ours to act on.
 void TreeGuard::on_signals() {
   for (auto [sig, sender] : signals_.take_received()) {
-    if (sig == SIGCHLD)
-      on_reaped(tree_->reap());
+    if (sig == SIGCHLD) on_reaped(tree_->reap());
     else if (sender == tree_->leader() && tree_->leader_running())
       report({Report::signal, 0, 0, sig}, /*may_drop=*/true);
   }

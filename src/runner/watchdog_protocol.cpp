@@ -57,7 +57,8 @@ bool send_spawn(int socket, const SpawnMessage& head, const std::string& environ
   }
   if (!sent(socket, message)) return false;
   for (std::size_t at = first; at < environment.size(); at += kPiece) {
-    iovec piece{const_cast<char*>(environment.data() + at), std::min(kPiece, environment.size() - at)};
+    iovec piece{const_cast<char*>(environment.data() + at),
+                std::min(kPiece, environment.size() - at)};
     msghdr more{};
     more.msg_iov = &piece;
     more.msg_iovlen = 1;

@@ -25,8 +25,7 @@ std::string base64_encode(std::string_view bytes) {
     std::uint32_t v = 0;
     for (std::size_t k = 0; k < 3; ++k)
       v = v << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0);
-    for (std::size_t k = 0; k < 4; ++k)
-      out += k <= n ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
+    for (std::size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
   }
   return out;
 }

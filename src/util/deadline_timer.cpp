@@ -18,7 +18,8 @@ void set_deadline_timer(int timer, const Deadline& deadline) {
   timespec left;
   if (const timespec* t = deadline.remaining(left)) {
     spec.it_value = *t;
-    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 disarms
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
+      spec.it_value.tv_nsec = 1;  // 0 disarms
   }
   timerfd_settime(timer, 0, &spec, nullptr);
 }

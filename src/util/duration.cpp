@@ -74,7 +74,8 @@ Fraction leading_fraction(std::string_view& s) {
   std::size_t i = 0;
   for (; i < s.size() && is_digit(s[i]); ++i) {
     if (saturated) continue;
-    if (f.value > (kMaxMagnitude - 1) / 10 || f.value * 10 + static_cast<u64>(s[i] - '0') > kMaxMagnitude) {
+    if (f.value > (kMaxMagnitude - 1) / 10 ||
+        f.value * 10 + static_cast<u64>(s[i] - '0') > kMaxMagnitude) {
       saturated = true;
       continue;
     }

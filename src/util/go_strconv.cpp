@@ -41,8 +41,10 @@ long long parse_go_int(std::string_view s) {
     value = value * static_cast<unsigned>(base) + static_cast<unsigned>(d);
     after_digit = any = true;
   }
-  if (misplaced_underscore || (prefixed && !any) || !after_digit) throw std::invalid_argument("parse error");
-  if (value > (negative ? (1ULL << 63) : (1ULL << 63) - 1)) throw std::out_of_range("value out of range");
+  if (misplaced_underscore || (prefixed && !any) || !after_digit)
+    throw std::invalid_argument("parse error");
+  if (value > (negative ? (1ULL << 63) : (1ULL << 63) - 1))
+    throw std::out_of_range("value out of range");
   return negative ? static_cast<long long>(0 - value) : static_cast<long long>(value);
 }
 

@@ -16,7 +16,8 @@ bool verbose_enabled() { return g_verbose; }
 void write_log_line(std::string_view message) {
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm utc;
   gmtime_r(&secs, &utc);
   char stamp[32];

@@ -36,7 +36,7 @@ struct Model {
     std::sort(queue.begin(), queue.end(), [](const lk::Contender& a, const lk::Contender& b) {
       return std::tie(a.create_revision, a.key) < std::tie(b.create_revision, b.key);
     });
-    return lk::status_of(kPrefix, queue);
+    return lk::status_of_queue(kPrefix, queue);
   }
 };
 

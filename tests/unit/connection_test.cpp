@@ -54,7 +54,9 @@ struct Port {
 // one connection waiting to be accepted, its accept queue is full, and the kernel drops every
 // further SYN. The first connection gets in with a SYN cookie (see can_be_silent()).
 struct Silent : Port {
-  Silent() : Port("127.0.0.2", 0), filler(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) {
+  Silent()
+      : Port("127.0.0.2", 0),
+        filler(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) {
     connect(filler.get(), reinterpret_cast<sockaddr*>(&at), sizeof at);
     pollfd queued{fd.get(), POLLIN, 0};
     REQUIRE_MESSAGE(poll(&queued, 1, 5000) == 1, "the filler never reached the accept queue");

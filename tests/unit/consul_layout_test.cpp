@@ -26,7 +26,8 @@ TEST_CASE("the semaphore's .lock is written as Consul's Go client writes it") {
 TEST_CASE("reading a semaphore prunes holders whose session holds no key any more") {
   std::vector<KvPair> pairs = {
       pair("p/.lock", R"({"Limit":2,"Holders":{"live":true,"dead":true}})", "", kSemaphoreFlags, 9),
-      pair("p/live", "", "live", kSemaphoreFlags), pair("p/waiting", "", "waiting", kSemaphoreFlags)};
+      pair("p/live", "", "live", kSemaphoreFlags),
+      pair("p/waiting", "", "waiting", kSemaphoreFlags)};
   SemaphoreState s = read_semaphore(pairs, "p", 2);
   CHECK(s.limit == 2);
   CHECK(s.modify_index == 9);
@@ -42,8 +43,9 @@ TEST_CASE("a missing or empty .lock is a free semaphore of our limit") {
 TEST_CASE("conflicts in Consul's words") {
   CHECK_THROWS_WITH(read_semaphore({pair("p/.lock", "", "s", kLockFlags)}, "p", 2),
                     "Existing key does not match semaphore use");
-  CHECK_THROWS_WITH(read_semaphore({pair("p/.lock", R"({"Limit":2,"Holders":{}})", "", kSemaphoreFlags)}, "p", 3),
-                    "semaphore limit conflict (lock: 2, local: 3)");
+  CHECK_THROWS_WITH(
+      read_semaphore({pair("p/.lock", R"({"Limit":2,"Holders":{}})", "", kSemaphoreFlags)}, "p", 3),
+      "semaphore limit conflict (lock: 2, local: 3)");
   CHECK_THROWS_WITH(check_lock_flags(pair("p/.lock", "", "", kSemaphoreFlags)),
                     "Existing key does not match lock use");
   CHECK_NOTHROW(check_lock_flags(pair("p/.lock", "", "", kLockFlags)));

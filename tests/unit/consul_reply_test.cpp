@@ -31,7 +31,7 @@ TEST_CASE("a session ID is a UUID, nothing else") {
   CHECK_FALSE(is_session_id("adf4238a-882b-9ddc-4a9d-5b6758e4159g"));   // not hex
   CHECK_FALSE(is_session_id("adf4238a/882b-9ddc-4a9d-5b6758e4159e"));   // no dash
   CHECK_FALSE(is_session_id("adf4238a-882b-9ddc-4a9d-5b6758e4159e\n"));
-  CHECK_FALSE(is_session_id("../../kv/x/aaaaaaaaaaaaaaaaaaaaaaaaa"));    // 36 bytes, not a UUID
+  CHECK_FALSE(is_session_id("../../kv/x/aaaaaaaaaaaaaaaaaaaaaaaaa"));  // 36 bytes, not a UUID
 }
 
 TEST_CASE("session create: the ID is checked before it is used") {
@@ -51,7 +51,8 @@ TEST_CASE("X-Consul-Index is a decimal number, never a library's complaint") {
   CHECK(decode_index("42") == 42);
   CHECK(decode_index("18446744073709551615") == 18446744073709551615ull);
   CHECK(refusal([] { decode_index(""); }) == "X-Consul-Index missing");
-  CHECK(refusal([] { decode_index("abc"); }) == "X-Consul-Index \"abc\" is not a whole number from 0 up");
+  CHECK(refusal([] { decode_index("abc"); }) ==
+        "X-Consul-Index \"abc\" is not a whole number from 0 up");
   CHECK(refusal([] { decode_index("-1"); }) != "");
   CHECK(refusal([] { decode_index("+1"); }) != "");
   CHECK(refusal([] { decode_index("1.5"); }) != "");
@@ -89,20 +90,27 @@ TEST_CASE("a KV list that does not fit is refused, saying why") {
   CHECK(list(R"([{"Key":7,"ModifyIndex":1}])") == "Key is not a string");
   CHECK(list(R"([{"Key":"other","ModifyIndex":1}])") == "key 'other' was not asked for");
   CHECK(list(R"([{"Key":"q/x","ModifyIndex":1}])", "p/", true) == "key 'q/x' was not asked for");
-  CHECK(list(R"([{"Key":"p/.lock","Value":"%%%","ModifyIndex":1}])") == "the value of 'p/.lock' is not base64");
+  CHECK(list(R"([{"Key":"p/.lock","Value":"%%%","ModifyIndex":1}])") ==
+        "the value of 'p/.lock' is not base64");
   CHECK(list(R"([{"Key":"p/.lock","Value":5,"ModifyIndex":1}])") == "Value is not a string");
   CHECK(list(R"([{"Key":"p/.lock"}])") == "ModifyIndex missing");
   CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":0}])") == "ModifyIndex 0 for 'p/.lock'");
-  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":-1}])") == "ModifyIndex is not a whole number from 0 up");
-  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":1.5}])") == "ModifyIndex is not a whole number from 0 up");
-  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":"1"}])") == "ModifyIndex is not a whole number from 0 up");
-  CHECK(list(R"([{"Key":"p/.lock","Flags":true,"ModifyIndex":1}])") == "Flags is not a whole number from 0 up");
-  CHECK(list(R"([{"Key":"p/.lock","Session":["s"],"ModifyIndex":1}])") == "Session is not a string");
+  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":-1}])") ==
+        "ModifyIndex is not a whole number from 0 up");
+  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":1.5}])") ==
+        "ModifyIndex is not a whole number from 0 up");
+  CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":"1"}])") ==
+        "ModifyIndex is not a whole number from 0 up");
+  CHECK(list(R"([{"Key":"p/.lock","Flags":true,"ModifyIndex":1}])") ==
+        "Flags is not a whole number from 0 up");
+  CHECK(list(R"([{"Key":"p/.lock","Session":["s"],"ModifyIndex":1}])") ==
+        "Session is not a string");
   CHECK(list(R"([{"Key":"p/.lock","Session":"s","LockIndex":0,"ModifyIndex":1}])") ==
         "LockIndex 0 for 'p/.lock', which a session holds");
   CHECK(list(R"([{"Key":"p/.lock","ModifyIndex":1},{"Key":"p/.lock","ModifyIndex":2}])") ==
         "more than one entry for one key");
-  CHECK(list(R"([{"Key":"p/\u001b[0m","ModifyIndex":1}])", "p/", false) == "key 'p/\\x1b[0m' was not asked for");
+  CHECK(list(R"([{"Key":"p/\u001b[0m","ModifyIndex":1}])", "p/", false) ==
+        "key 'p/\\x1b[0m' was not asked for");
 }
 
 TEST_CASE("a KV write answers true or false, and nothing else counts") {

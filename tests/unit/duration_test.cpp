@@ -107,9 +107,13 @@ const ErrorCase kParseDurationErrorTests[] = {
     {"+.s", R"("+.s")"},
     {"1d", R"("1d")"},
     {"\x85\x85", R"("\x85\x85")"},
-    {"\xff" "ff", R"("\xffff")"},
-    {"hello \xff" "ff world", R"("hello \xffff world")"},
-    {"\uFFFD", R"("\xef\xbf\xbd")"},                                             // utf8.RuneError
+    {"\xff"
+     "ff",
+     R"("\xffff")"},
+    {"hello \xff"
+     "ff world",
+     R"("hello \xffff world")"},
+    {"\uFFFD", R"("\xef\xbf\xbd")"},                                              // utf8.RuneError
     {"\uFFFD hello \uFFFD world", R"("\xef\xbf\xbd hello \xef\xbf\xbd world")"},  // utf8.RuneError
     // overflow
     {"9223372036854775810ns", R"("9223372036854775810ns")"},

@@ -33,7 +33,8 @@ TEST_CASE("etcd: endpoints from the flag or ETCDCTL_ENDPOINTS, etcdctl's default
   env.set("ETCDCTL_ENDPOINTS", "https://c:2379");
   CHECK(etcd_with({"-backend", "etcd", "p", "c"}).client.endpoints == Args{"https://c:2379"});
   env.set("ETCDCTL_ENDPOINTS", "");
-  CHECK(etcd_with({"-backend", "etcd", "p", "c"}).client.endpoints == Args{"http://127.0.0.1:2379"});
+  CHECK(etcd_with({"-backend", "etcd", "p", "c"}).client.endpoints ==
+        Args{"http://127.0.0.1:2379"});
 }
 
 TEST_CASE("etcd: etcdctl's TLS and user variables; Consul's do not apply") {
@@ -46,7 +47,8 @@ TEST_CASE("etcd: etcdctl's TLS and user variables; Consul's do not apply") {
   CHECK(e.client.tls.client_cert == "/etcd/cert");
   CHECK(e.client.user == "root");
   CHECK(e.client.password == "secret");
-  CHECK(etcd_with({"-backend", "etcd", "-ca-file", "/mine", "p", "c"}).client.tls.ca_file == "/mine");
+  CHECK(etcd_with({"-backend", "etcd", "-ca-file", "/mine", "p", "c"}).client.tls.ca_file ==
+        "/mine");
 
   env.set("ETCDCTL_USER", "root");
   env.set("ETCDCTL_PASSWORD", "other");

@@ -26,7 +26,8 @@ struct Store {
         continue;
       }
       auto found = keys.find(key);
-      KeyValue kv{key, *value, found == keys.end() ? revision : found->second.create_revision, 7, revision};
+      KeyValue kv{key, *value, found == keys.end() ? revision : found->second.create_revision, 7,
+                  revision};
       keys[key] = kv;
       events.push_back({false, kv, std::nullopt});
     }
@@ -36,7 +37,8 @@ struct Store {
     std::vector<Contender> q;
     for (const auto& [key, kv] : keys)
       if (auto c = parse_contender("p", kv)) q.push_back(*c);
-    std::sort(q.begin(), q.end(), [](auto& a, auto& b) { return a.create_revision < b.create_revision; });
+    std::sort(q.begin(), q.end(),
+              [](auto& a, auto& b) { return a.create_revision < b.create_revision; });
     return q;
   }
 };
@@ -50,7 +52,8 @@ std::string shown(const PrefixStatus& s) {
 
 }  // namespace
 
-TEST_CASE("-status -watch on etcd: the view, from any read on, goes through every state of the store") {
+TEST_CASE(
+    "-status -watch on etcd: the view, from any read on, goes through every state of the store") {
   const char* keys[] = {"p/sem2-1", "p/sem2-2", "p/sem2-3", "p/sem2-4", "p/a/nested", "p/5"};
   for (unsigned seed = 0; seed < 200; ++seed) {
     std::minstd_rand random(seed);
@@ -66,14 +69,16 @@ TEST_CASE("-status -watch on etcd: the view, from any read on, goes through ever
       std::vector<std::pair<std::string, std::optional<std::string>>> writes;
       for (int n = 1 + pick(2); n > 0; --n) {  // some transactions write two keys
         std::string key = keys[pick(6)];
-        writes.emplace_back(key, pick(3) == 0 ? std::nullopt : std::optional<std::string>("v" + std::to_string(step)));
+        writes.emplace_back(key, pick(3) == 0
+                                     ? std::nullopt
+                                     : std::optional<std::string>("v" + std::to_string(step)));
       }
       store.commit(writes);
       if (!view) continue;
       for (const WatchEvent& e : store.history.back()) view->apply(e);
       CAPTURE(seed);
       CAPTURE(step);
-      REQUIRE(shown(view->status()) == shown(status_of("p", store.queue())));
+      REQUIRE(shown(view->status()) == shown(status_of_queue("p", store.queue())));
       if (!store.history.back().empty()) CHECK(view->revision() == store.revision);
     }
   }
@@ -92,11 +97,12 @@ TEST_CASE("-status -watch on etcd: an event the read already saw changes nothing
 }
 
 TEST_CASE("the status of a queue: the first contender's limit, and that many hold") {
-  PrefixStatus s = status_of("p", {{"p/sem2-a", 3, 2, ""}, {"p/sem2-b", 4, 2, ""}, {"p/sem2-c", 9, 2, "x"}});
+  PrefixStatus s = status_of_queue(
+      "p", {{"p/sem2-a", 3, 2, ""}, {"p/sem2-b", 4, 2, ""}, {"p/sem2-c", 9, 2, "x"}});
   CHECK(s.limit == 2);
   REQUIRE(s.holders.size() == 2);
   CHECK(s.holders[0].token == 3);
   REQUIRE(s.waiters.size() == 1);
   CHECK(s.waiters[0].value == "x");
-  CHECK(status_of("p", {}).limit == 0);
+  CHECK(status_of_queue("p", {}).limit == 0);
 }

@@ -126,7 +126,6 @@ TEST_CASE("an empty loss reason still counts as a loss") {
   CHECK(exit_code(r, options(Mode::plain)) == 1);
 }
 
-
 TEST_CASE("a child never started is told as one that could not be run; a lost lock is still 1") {
   RunResult gone;
   gone.not_run = "lock's watchdog (pid 7) is gone";

@@ -13,7 +13,8 @@ namespace {
 
 // A budget of 0.9 × 1 s − 0.5 s = 0.4 s; probes 300 ms into a silence, retried at most 100 ms
 // apart.
-const lk::LeaseTiming kTiming{.ttl = 1s, .renew_every = 300ms, .retry_every = 100ms, .stop_grace = 500ms};
+const lk::LeaseTiming kTiming{
+    .ttl = 1s, .renew_every = 300ms, .retry_every = 100ms, .stop_grace = 500ms};
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -56,8 +57,8 @@ TEST_CASE("-status -watch: a server that never answers ends the watch once the b
   });
   auto took = Clock::now() - started;
   CHECK(error.starts_with("stopped watching prefix 'p': no answer for "));
-  CHECK(error.find(", as long as a hold keeps its lease without one (-session-ttl, -kill-after): etcd at http://a: ") !=
-        std::string::npos);
+  CHECK(error.find(", as long as a hold keeps its lease without one (-session-ttl, -kill-after): "
+                   "etcd at http://a: ") != std::string::npos);
   CHECK(took >= 400ms);
   CHECK(took < 2s);
   CHECK(looks >= 3);  // retried, with backoff: not once, not in a spin
@@ -80,7 +81,9 @@ TEST_CASE("-status -watch: an answer starts the budget again, and the deadline e
   CHECK(looks > 4);
 }
 
-TEST_CASE("-status -watch: a quiet look on a live server goes on, proved alive by probes at the renewal pace") {
+TEST_CASE(
+    "-status -watch: a quiet look on a live server goes on, proved alive by probes at the renewal "
+    "pace") {
   int looks = 0;
   Probes probes;
   // The first look waits 1 s with nothing to say, longer than the budget, and then fails; the
@@ -110,7 +113,9 @@ TEST_CASE("-status -watch: a look that keeps hearing from its server costs no pr
   CHECK(probes.asked == 0);
 }
 
-TEST_CASE("-status -watch: a quiet look on a silent server ends once the budget passed since it was last heard") {
+TEST_CASE(
+    "-status -watch: a quiet look on a silent server ends once the budget passed since it was last "
+    "heard") {
   Probes probes;
   auto started = Clock::now();
   std::optional<Clock::time_point> last_heard;
@@ -136,7 +141,8 @@ TEST_CASE("-status -watch: a quiet look on a silent server ends once the budget 
   CHECK(Clock::now() - started < 2s);
 }
 
-TEST_CASE("-status -watch: looks that end quietly at once are paced, and an interrupt ends the watch") {
+TEST_CASE(
+    "-status -watch: looks that end quietly at once are paced, and an interrupt ends the watch") {
   lk::EventFd stop;
   int looks = 0;
   Probes probes;
@@ -151,6 +157,8 @@ TEST_CASE("-status -watch: looks that end quietly at once are paced, and an inte
   // Errors other than the network's are not retried.
   CHECK(error_of([&] {
           lk::follow_prefix("p", Deadline::never(), lk::Interrupt{}, kTiming, probes.probe(),
-                            [&](const lk::Wake&, const lk::Heard&) -> Look { throw lk::Error("permission denied"); });
+                            [&](const lk::Wake&, const lk::Heard&) -> Look {
+                              throw lk::Error("permission denied");
+                            });
         }) == "permission denied");
 }

@@ -123,8 +123,10 @@ TEST_CASE("the word after a boolean flag is not its value") {
 }
 
 TEST_CASE("a bad boolean value is refused in Go's words") {
-  CHECK(error_of({"-shell=maybe", "p"}) == "invalid boolean value \"maybe\" for -shell: parse error");
-  CHECK(error_of({"--verbose=yes", "p"}) == "invalid boolean value \"yes\" for -verbose: parse error");
+  CHECK(error_of({"-shell=maybe", "p"}) ==
+        "invalid boolean value \"maybe\" for -shell: parse error");
+  CHECK(error_of({"--verbose=yes", "p"}) ==
+        "invalid boolean value \"yes\" for -verbose: parse error");
   CHECK(error_of({"-shell=", "p"}) == "invalid boolean value \"\" for -shell: parse error");
   CHECK(error_of({"-shell=tRuE", "p"}) == "invalid boolean value \"tRuE\" for -shell: parse error");
 }

@@ -48,10 +48,9 @@ std::string parse_error(const std::string& text) {
 
 TEST_CASE("to_json writes one JSON line with every field") {
   std::string json = sample().to_json();
-  CHECK(json ==
-        R"({"host":"web1","name":"lock for 'echo hi' at 'service/web'","pid":4242,)"
-        R"("prefix":"service/web","since":"2024-05-06T07:08:09Z","token":17})"
-        "\n");
+  CHECK(json == R"({"host":"web1","name":"lock for 'echo hi' at 'service/web'","pid":4242,)"
+                R"("prefix":"service/web","since":"2024-05-06T07:08:09Z","token":17})"
+                "\n");
   CHECK(json.find('\n') == json.size() - 1);
 }
 
@@ -125,9 +124,9 @@ TEST_CASE("malformed records throw lk::Error with a message") {
       "42",
       R"("a string")",
       "{}",
-      R"({"name":"n","host":"h","pid":1,"since":"s","token":1})",    // no prefix
-      R"({"prefix":"p","host":"h","pid":1,"since":"s","token":1})",  // no name
-      R"({"prefix":"p","name":"n","pid":1,"since":"s","token":1})",  // no host
+      R"({"name":"n","host":"h","pid":1,"since":"s","token":1})",       // no prefix
+      R"({"prefix":"p","host":"h","pid":1,"since":"s","token":1})",     // no name
+      R"({"prefix":"p","name":"n","pid":1,"since":"s","token":1})",     // no host
       R"({"prefix":"p","name":"n","host":"h","since":"s","token":1})",  // no pid
       R"({"prefix":"p","name":"n","host":"h","pid":1,"token":1})",      // no since
       R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s"})",    // no token
@@ -176,8 +175,8 @@ TEST_CASE("names, prefixes and hosts that are not UTF-8 round-trip exactly") {
   };
   for (const auto& bytes : cases) {
     CAPTURE(bytes);
-    for (std::string HolderRecord::*field : {&HolderRecord::prefix, &HolderRecord::name,
-                                             &HolderRecord::host}) {
+    for (std::string HolderRecord::*field :
+         {&HolderRecord::prefix, &HolderRecord::name, &HolderRecord::host}) {
       HolderRecord r = sample();
       r.*field = bytes;
       const std::string json = r.to_json();
@@ -238,7 +237,8 @@ TEST_CASE("a malformed record is described in plain words, not the JSON library'
   CHECK(parse_error(R"({"prefix":"p"})") == "malformed holder record: name missing");
   CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":"1","since":"s","token":1})") ==
         "malformed holder record: pid is not a whole number");
-  CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":1099511627776,"since":"s","token":1})") ==
+  CHECK(parse_error(
+            R"({"prefix":"p","name":"n","host":"h","pid":1099511627776,"since":"s","token":1})") ==
         "malformed holder record: pid is out of range");
   CHECK(parse_error(R"({"prefix":"p","name":"n","host":"h","pid":1,"since":"s","token":-1})") ==
         "malformed holder record: token is out of range");
@@ -250,7 +250,8 @@ TEST_CASE("until: written only when set, and read back; older records have none"
   r.until = "2024-05-06T07:09:09Z";
   CHECK(HolderRecord::from_json(r.to_json()).until == r.until);
   CHECK(HolderRecord::from_json(sample().to_json()).until.empty());
-  CHECK(r.who() == "pid 4242 on web1 since 2024-05-06T07:08:09Z, held until 2024-05-06T07:09:09Z (-min-hold)");
+  CHECK(r.who() ==
+        "pid 4242 on web1 since 2024-05-06T07:08:09Z, held until 2024-05-06T07:09:09Z (-min-hold)");
 }
 
 TEST_CASE("utc_text: RFC 3339 in UTC, to the second") {

@@ -38,10 +38,13 @@ std::string read_request(int fd) {
   }
 }
 
-void send_text(int fd, const std::string& text) { CHECK(write(fd, text.data(), text.size()) == ssize_t(text.size())); }
+void send_text(int fd, const std::string& text) {
+  CHECK(write(fd, text.data(), text.size()) == ssize_t(text.size()));
+}
 
 void reply(int fd, const std::string& body) {
-  send_text(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  send_text(
+      fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
 // A server on loopback that plays one script per connection it accepts, in order, on its own
@@ -99,12 +102,14 @@ class ScriptedServer {
 
 TEST_CASE("one connection carries one request after another") {
   ScriptedServer server({[](int fd) {
-    for (int i = 0; i < 3; ++i) reply(fd, "r" + std::to_string(i) + ":" + read_request(fd).substr(0, 6));
+    for (int i = 0; i < 3; ++i)
+      reply(fd, "r" + std::to_string(i) + ":" + read_request(fd).substr(0, 6));
   }});
   // A name, looked up by the resolver (on a thread of its own); it may give ::1 first, where no
   // one listens, and then 127.0.0.1.
   HttpClient client({server.url("localhost"), "", {}});
-  for (int i = 0; i < 3; ++i) CHECK(client.request("PUT", "/k", "v", 5s).body == "r" + std::to_string(i) + ":PUT /k");
+  for (int i = 0; i < 3; ++i)
+    CHECK(client.request("PUT", "/k", "v", 5s).body == "r" + std::to_string(i) + ":PUT /k");
   CHECK(server.connections() == 1);
 }
 
@@ -164,7 +169,8 @@ TEST_CASE("a readable wake descriptor asks whether to go on, and a no cuts the r
   int asked = 0;
   HttpClient client({server.url(), "", {}});
   auto start = std::chrono::steady_clock::now();
-  auto r = client.request_until("GET", "/", "", 30s, {}, {wake_read.get()}, [&] { return ++asked < 3; });
+  auto r =
+      client.request_until("GET", "/", "", 30s, {}, {wake_read.get()}, [&] { return ++asked < 3; });
   CHECK_FALSE(r);
   CHECK(asked == 3);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
@@ -179,8 +185,13 @@ TEST_CASE("a stream's pieces arrive as they are sent, and the reader can end it"
   }});
   HttpClient client({server.url(), "", {}});
   std::string got;
-  long status = client.stream("POST", "/watch", "{}", [&](std::string_view d) { got += d; return false; },
-                              {}, [] { return true; });
+  long status = client.stream(
+      "POST", "/watch", "{}",
+      [&](std::string_view d) {
+        got += d;
+        return false;
+      },
+      {}, [] { return true; });
   CHECK(status == 200);
   CHECK(got == "a");
 }

@@ -13,7 +13,9 @@ TEST_CASE("a status reads as the server put it, or as the standard names it") {
   r = {};
   r.status = 599;
   CHECK(r.status_text() == "599");
-  r.reason = "No\x1b]0;x\x07 \x9b" "2J";  // the server's bytes reach no terminal raw
+  r.reason =
+      "No\x1b]0;x\x07 \x9b"
+      "2J";  // the server's bytes reach no terminal raw
   CHECK(r.status_text() == "599 No\\x1b]0;x\\x07 \\x9b2J");
 }
 
@@ -22,7 +24,8 @@ TEST_CASE("Retry-After is honoured in seconds only, and only when it is a plain 
   CHECK_FALSE(r.retry_after());
   r.headers = {{"retry-after", "7"}};
   CHECK(r.retry_after() == std::chrono::seconds(7));
-  for (const char* bad : {"", "-1", "1.5", "Wed, 21 Oct 2026 07:28:00 GMT", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "-1", "1.5", "Wed, 21 Oct 2026 07:28:00 GMT", "99999999999999999999"}) {
     CAPTURE(bad);
     r.headers = {{"retry-after", bad}};
     CHECK_FALSE(r.retry_after());

@@ -120,25 +120,31 @@ TEST_CASE("a -monitor-retry that does not fit gets as many retries as do, 100ms 
   CHECK(t.renew_every == 50ms);
   CHECK(t.guaranteed_retries() == 59);
   REQUIRE(t.shortfall());
-  CHECK(*t.shortfall() == "-monitor-retry 1000 does not fit in the 6s between a renewal and the "
-                          "child's stop (-session-ttl 10s less a 10% margin and -kill-after 3s); "
-                          "59 retries, 100ms apart, do");
+  CHECK(*t.shortfall() ==
+        "-monitor-retry 1000 does not fit in the 6s between a renewal and the "
+        "child's stop (-session-ttl 10s less a 10% margin and -kill-after 3s); "
+        "59 retries, 100ms apart, do");
 }
 
 TEST_CASE("with the defaults, a 2.5s outage at any moment of a hold does not stop the child") {
   check_rides_out(LeaseTiming::plan(15s, 5s, 3), 2500ms);  // Consul
   check_rides_out(LeaseTiming::plan(10s, 5s, 3), 2500ms);  // etcd
-  for (auto ttl : {10s, 15s})  // nor of a wait, renewed less often
+  for (auto ttl : {10s, 15s})                              // nor of a wait, renewed less often
     check_rides_out(LeaseTiming::plan(ttl, 5s, 3), 2500ms, Phase::waiting);
   // The replay does see a loss: renewing only at TTL/2, an outage over the renewal stops it.
   LeaseTiming half_ttl{15s, 7500ms, 1s, 5s, 3};
   CHECK(replay(half_ttl, {7400ms, 2500ms}, 30s) == 8500ms);
 }
 
-TEST_CASE("after any failure, -monitor-retry more attempts at most 1s apart start before the stop") {
+TEST_CASE(
+    "after any failure, -monitor-retry more attempts at most 1s apart start before the stop") {
   for (int retries : {0, 1, 3, 5}) {
-    for (auto [ttl, phase] : {std::pair{10s, Phase::holding}, {15s, Phase::holding}, {60s, Phase::holding},
-                              {10s, Phase::waiting}, {15s, Phase::waiting}, {60s, Phase::waiting}}) {
+    for (auto [ttl, phase] : {std::pair{10s, Phase::holding},
+                              {15s, Phase::holding},
+                              {60s, Phase::holding},
+                              {10s, Phase::waiting},
+                              {15s, Phase::waiting},
+                              {60s, Phase::waiting}}) {
       LeaseTiming t = LeaseTiming::plan(ttl, 5s, retries);
       RenewalSchedule s(t, kGrant, phase);
       auto first = s.next_attempt();
@@ -146,7 +152,7 @@ TEST_CASE("after any failure, -monitor-retry more attempts at most 1s apart star
       int attempts = 0;
       while (at < s.stop_at()) {
         CHECK(at + s.attempt_timeout(at) <= s.stop_at() + 1ms);  // the timeout is whole ms
-        auto answered_by = at + s.attempt_timeout(at);  // a server that never answers
+        auto answered_by = at + s.attempt_timeout(at);           // a server that never answers
         s.failed(at, answered_by, std::nullopt);
         CHECK(s.next_attempt() - at <= 1s);
         at = s.next_attempt();
@@ -199,7 +205,7 @@ TEST_CASE("a turn comes with a renewal fit for the holder's budget, never on a w
     CHECK_FALSE(s.holding());
     CHECK(s.next_attempt() == turn);
     CHECK(s.stop_at() == kGrant + 14s);  // still the waiter's: the turn lost nothing
-    s.succeeded(turn - 100ms);  // an answer to a renewal sent before the turn
+    s.succeeded(turn - 100ms);           // an answer to a renewal sent before the turn
     CHECK_FALSE(s.holding());
     CHECK(s.next_attempt() <= turn);
     s.failed(turn, turn + 2ms, std::nullopt);

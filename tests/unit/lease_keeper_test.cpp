@@ -38,7 +38,10 @@ TEST_CASE("stopping the keeper cuts a renewal in flight short") {
 
 TEST_CASE("a turn on an old renewal waits for a new one before the lease is kept for a holder") {
   // A waiter renews every 10s here, a holder every 200ms: the grant is already too old at the turn.
-  LeaseTiming timing{.ttl = 60s, .renew_every = 200ms, .retry_every = 1s, .stop_grace = 1s,
+  LeaseTiming timing{.ttl = 60s,
+                     .renew_every = 200ms,
+                     .retry_every = 1s,
+                     .stop_grace = 1s,
                      .wait_renew_every = 10s};
   std::atomic<int> calls = 0;
   std::promise<Clock::time_point> renewed;
@@ -60,7 +63,10 @@ TEST_CASE("a turn on an old renewal waits for a new one before the lease is kept
 }
 
 TEST_CASE("a turn on a recent renewal is kept for a holder at once, then renewed at its pace") {
-  LeaseTiming timing{.ttl = 60s, .renew_every = 300ms, .retry_every = 1s, .stop_grace = 1s,
+  LeaseTiming timing{.ttl = 60s,
+                     .renew_every = 300ms,
+                     .retry_every = 1s,
+                     .stop_grace = 1s,
                      .wait_renew_every = 30s};
   std::atomic<int> calls = 0;
   std::promise<Clock::time_point> renewed;
@@ -78,10 +84,14 @@ TEST_CASE("a turn on a recent renewal is kept for a holder at once, then renewed
 }
 
 TEST_CASE("an answered request on the lease's own session counts as a renewal") {
-  LeaseTiming timing{.ttl = 60s, .renew_every = 200ms, .retry_every = 1s, .stop_grace = 1s,
+  LeaseTiming timing{.ttl = 60s,
+                     .renew_every = 200ms,
+                     .retry_every = 1s,
+                     .stop_grace = 1s,
                      .wait_renew_every = 30s};
   std::atomic<int> calls = 0;
-  LeaseKeeper keeper(timing, Clock::now() - 10s, [&](std::chrono::milliseconds, const lk::Wake&) { ++calls; });
+  LeaseKeeper keeper(timing, Clock::now() - 10s,
+                     [&](std::chrono::milliseconds, const lk::Wake&) { ++calls; });
   auto sent = Clock::now();
   keeper.confirmed(sent);
   CHECK(keeper.start_holding());  // the look that found our turn will do

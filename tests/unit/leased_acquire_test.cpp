@@ -73,8 +73,8 @@ struct Acquisition {
   lk::Interrupt interrupt{};
   bool deadline_ends_requests = false;
   // The lease: renewed at once, unless a test says otherwise.
-  lk::LeaseTiming timing{.ttl = 60s, .renew_every = 20s, .retry_every = 1s, .stop_grace = 1s,
-                         .wait_renew_every = 20s};
+  lk::LeaseTiming timing{
+      .ttl = 60s, .renew_every = 20s, .retry_every = 1s, .stop_grace = 1s, .wait_renew_every = 20s};
   Clock::time_point granted_at = Clock::now();
   lk::LeaseKeeper::Renew renew = [](std::chrono::milliseconds, const lk::Wake&) {};
   std::function<void(const lk::Wake&)> connect = [](const lk::Wake&) {};
@@ -200,7 +200,10 @@ TEST_CASE("a turn whose lease cannot be renewed for a holder before the deadline
   // A holder renews every 200 ms: a grant 300 ms old is too old to start the child on, and the
   // renewal owed at the turn never gets an answer.
   Acquisition a{.deadline = Deadline::after(300ms),
-                .timing = {.ttl = 60s, .renew_every = 200ms, .retry_every = 1s, .stop_grace = 1s,
+                .timing = {.ttl = 60s,
+                           .renew_every = 200ms,
+                           .retry_every = 1s,
+                           .stop_grace = 1s,
                            .wait_renew_every = 10s},
                 .granted_at = Clock::now() - 300ms};
   a.renew = [](std::chrono::milliseconds, const lk::Wake& stop) { unanswered(stop); };

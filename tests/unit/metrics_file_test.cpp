@@ -48,10 +48,12 @@ struct TempDir {
 TEST_CASE("a running run: its outcome, wait and start, no child status or end yet") {
   std::string text = lk::metrics_text(facts());
   CHECK(text.find("# TYPE lock_run_outcome gauge\n") != std::string::npos);
-  CHECK(text.find("lock_run_outcome{prefix=\"cron/backup\",backend=\"local\",outcome=\"running\"} 1\n") !=
+  CHECK(text.find(
+            "lock_run_outcome{prefix=\"cron/backup\",backend=\"local\",outcome=\"running\"} 1\n") !=
         std::string::npos);
-  CHECK(text.find("lock_run_outcome{prefix=\"cron/backup\",backend=\"local\",outcome=\"ran\"} 0\n") !=
-        std::string::npos);
+  CHECK(
+      text.find("lock_run_outcome{prefix=\"cron/backup\",backend=\"local\",outcome=\"ran\"} 0\n") !=
+      std::string::npos);
   CHECK(text.find("lock_run_wait_seconds{prefix=\"cron/backup\",backend=\"local\"} 0.500\n") !=
         std::string::npos);
   CHECK(text.find("lock_run_start_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} "
@@ -71,8 +73,9 @@ TEST_CASE("an ended run: one outcome set, the child's status and the end") {
   for (const char* other : {"running", "ran", "conflict", "error", "interrupted"})
     CHECK(text.find(std::string("outcome=\"") + other + "\"} 0\n") != std::string::npos);
   CHECK(text.find("outcome=\"lost\"} 1\n") != std::string::npos);
-  CHECK(text.find("lock_run_child_exit_status{prefix=\"cron/backup\",backend=\"local\"} 143.000\n") !=
-        std::string::npos);
+  CHECK(
+      text.find("lock_run_child_exit_status{prefix=\"cron/backup\",backend=\"local\"} 143.000\n") !=
+      std::string::npos);
   CHECK(text.find("lock_run_end_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} "
                   "1700000060.000\n") != std::string::npos);
 }
@@ -93,7 +96,8 @@ TEST_CASE("the last success is read back from the series of the same prefix and 
   RunFacts etcd = facts();
   etcd.backend = "etcd";
   CHECK(lk::last_success_in(text, etcd, kNow) == 0);
-  std::string series = "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
+  std::string series =
+      "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
   for (const char* bad : {"", "x", "-5", "nan", "inf", "1e400", "12 34", "12\r"})
     CHECK(lk::last_success_in(series + bad + "\n", facts(), kNow) == 0);
   CHECK(lk::last_success_in("garbage\n" + series + "42", facts(), kNow) == 42);
@@ -101,7 +105,8 @@ TEST_CASE("the last success is read back from the series of the same prefix and 
 }
 
 TEST_CASE("a last success later than now is none: it would keep the alert on its age quiet") {
-  std::string series = "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
+  std::string series =
+      "lock_last_success_timestamp_seconds{prefix=\"cron/backup\",backend=\"local\"} ";
   for (const char* future : {"1e300", "9e18", "1800000000.001"})
     CHECK(lk::last_success_in(series + future + "\n", facts(), kNow) == 0);
   CHECK(lk::last_success_in(series + "1800000000\n", facts(), kNow) == kNow);
@@ -122,7 +127,8 @@ TEST_CASE("replace_file names the file it cannot write, and leaves nothing behin
   TempDir dir;
   auto missing = (dir.path / "no" / "job.prom").string();
   CHECK_THROWS_WITH_AS(lk::replace_file(missing, "x"),
-                       doctest::Contains(("cannot write " + missing + ": No such file").c_str()), lk::Error);
+                       doctest::Contains(("cannot write " + missing + ": No such file").c_str()),
+                       lk::Error);
   // A directory where the file should be: created, written, then the rename fails.
   std::filesystem::create_directory(dir.path / "job.prom");
   std::filesystem::create_directory(dir.path / "job.prom" / "inside");

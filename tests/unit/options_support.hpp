@@ -30,10 +30,8 @@ class EnvScope {
   }
   ~EnvScope() {
     for (const auto& [name, value] : saved_) {
-      if (value)
-        setenv(name.c_str(), value->c_str(), 1);
-      else
-        unsetenv(name.c_str());
+      if (value) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
     }
   }
   EnvScope(const EnvScope&) = delete;

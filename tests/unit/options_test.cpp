@@ -136,7 +136,8 @@ TEST_CASE("-min-hold takes a Go duration, 0 by default") {
   CHECK(with({"-min-hold", "2000000h"}).min_hold == 2000000h);
   std::string past_the_clock = error_of({"-min-hold", "2100000h", "p", "c"});
   CHECK(past_the_clock.starts_with("-min-hold must be between 0s and 20"));
-  CHECK(past_the_clock.ends_with("h (its end must fit the clock, which ends in 2262), not 2100000h0m0s"));
+  CHECK(past_the_clock.ends_with(
+      "h (its end must fit the clock, which ends in 2262), not 2100000h0m0s"));
 }
 
 TEST_CASE("-metrics-file names a file, for a run only") {
@@ -145,7 +146,8 @@ TEST_CASE("-metrics-file names a file, for a run only") {
   CHECK(with({"-metrics-file", "/var/lib/node-exporter/job.prom"}).metrics_file ==
         "/var/lib/node-exporter/job.prom");
   CHECK(error_of({"-metrics-file=", "p", "c"}) == "-metrics-file needs a file name");
-  CHECK(error_of({"-status", "-metrics-file=x.prom", "p"}) == "-metrics-file goes with a run, not -status");
+  CHECK(error_of({"-status", "-metrics-file=x.prom", "p"}) ==
+        "-metrics-file goes with a run, not -status");
 }
 
 TEST_CASE("-ready is hold (the default) or wait; Go checks every occurrence") {
@@ -197,10 +199,10 @@ TEST_CASE("usage_text lists the flags Go-style") {
   std::string usage;
   REQUIRE_NOTHROW(usage = lk::usage_text());
   CHECK(usage.find("Usage: lock [options] prefix child...") != std::string::npos);
-  for (const char* flag : {"-n", "-name", "-monitor-retry", "-timeout", "-shell", "-pass-stdin",
-                           "-child-exit-code", "-preserve-status", "-kill-after", "-verbose",
-                           "-backend", "-state-dir", "-version", "-http-addr", "-token",
-                           "-datacenter", "-stale"}) {
+  for (const char* flag :
+       {"-n", "-name", "-monitor-retry", "-timeout", "-shell", "-pass-stdin", "-child-exit-code",
+        "-preserve-status", "-kill-after", "-verbose", "-backend", "-state-dir", "-version",
+        "-http-addr", "-token", "-datacenter", "-stale"}) {
     CAPTURE(flag);
     CHECK(usage.find(std::string(" ") + flag) != std::string::npos);
   }
@@ -263,7 +265,8 @@ TEST_CASE("LOCK_BACKEND gives the default backend; -backend overrides it") {
   CHECK(with({}).backend == "consul");
   CHECK(with({"-backend", "local"}).backend == "local");
   env.set("LOCK_BACKEND", "nonsense");
-  CHECK(error_of({"p", "cmd"}) == "unknown backend 'nonsense' (choose local, consul, etcd, zookeeper or memory)");
+  CHECK(error_of({"p", "cmd"}) ==
+        "unknown backend 'nonsense' (choose local, consul, etcd, zookeeper or memory)");
 }
 
 TEST_CASE("an empty LOCK_BACKEND counts as unset") {
@@ -422,9 +425,9 @@ TEST_CASE("-watch goes with -status, on every backend") {
 
 TEST_CASE("option_variables names each variable parse_options reads, once") {
   std::vector<std::string> names = lk::option_variables();
-  for (const char* read : {"LOCK_BACKEND", "LOCK_STATE_DIR", "CONSUL_HTTP_ADDR", "CONSUL_HTTP_TOKEN_FILE",
-                           "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT",
-                           "ETCDCTL_PASSWORD", "ZOOKEEPER_ENDPOINTS"})
+  for (const char* read : {"LOCK_BACKEND", "LOCK_STATE_DIR", "CONSUL_HTTP_ADDR",
+                           "CONSUL_HTTP_TOKEN_FILE", "CONSUL_HTTP_SSL_VERIFY", "ETCDCTL_ENDPOINTS",
+                           "ETCDCTL_CACERT", "ETCDCTL_PASSWORD", "ZOOKEEPER_ENDPOINTS"})
     CHECK_MESSAGE(std::count(names.begin(), names.end(), read) == 1, read);
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
 }

@@ -32,16 +32,12 @@ class EnvVar {
  public:
   EnvVar(const char* name, std::optional<std::string> value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value->c_str(), 1);
-    else
-      unsetenv(name);
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
   }
   ~EnvVar() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
   }
   EnvVar(const EnvVar&) = delete;
   EnvVar& operator=(const EnvVar&) = delete;
@@ -80,8 +76,8 @@ TEST_CASE("validate_prefix refuses absolute prefixes") {
 }
 
 TEST_CASE("validate_prefix refuses '.' and '..' components anywhere") {
-  for (const char* p : {".", "..", "./a", "../a", "a/.", "a/..", "a/./b", "a/../b", "../../etc",
-                        "a/../"}) {
+  for (const char* p :
+       {".", "..", "./a", "../a", "a/.", "a/..", "a/./b", "a/../b", "../../etc", "a/../"}) {
     CAPTURE(p);
     CHECK(prefix_error(p) ==
           std::string("prefix '") + p + "' must not contain '.' or '..' components");
@@ -96,8 +92,8 @@ TEST_CASE("validate_prefix refuses empty components") {
 TEST_CASE("validate_prefix refuses control characters") {
   // Shown escaped, so that the error stays on one line and cannot drive the terminal.
   const std::pair<std::string, std::string> cases[] = {
-      {"a\nb", "a\\nb"},     {"a\tb", "a\\tb"},     {"\x1b[31m", "\\x1b[31m"},
-      {"a\x7f", "a\\x7f"},   {"a\rb/c", "a\\rb/c"}, {"x\x01", "x\\x01"}};
+      {"a\nb", "a\\nb"},   {"a\tb", "a\\tb"},     {"\x1b[31m", "\\x1b[31m"},
+      {"a\x7f", "a\\x7f"}, {"a\rb/c", "a\\rb/c"}, {"x\x01", "x\\x01"}};
   for (const auto& [p, shown] : cases) {
     CAPTURE(p);
     CHECK(prefix_error(p) == "prefix '" + shown + "' contains a control character");
@@ -116,8 +112,7 @@ TEST_CASE("validate_prefix errors are UsageErrors") {
 }
 
 TEST_CASE("encode_prefix keeps letters, digits, '.', '-' and '_'") {
-  const std::string plain =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+  const std::string plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
   CHECK(encode_prefix(plain) == plain);
   CHECK(encode_prefix("...") == "...");
 }
@@ -158,9 +153,10 @@ TEST_CASE("encode_prefix refuses names longer than a file name can be") {
 
   // Named in the message cut short: a 100 KB prefix must not flood the terminal.
   std::string too_long(100000, 'a');
-  CHECK_THROWS_WITH_AS(encode_prefix(too_long),
-                       ("prefix '" + std::string(200, 'a') + "...' is too long for the local backend").c_str(),
-                       lk::UsageError);
+  CHECK_THROWS_WITH_AS(
+      encode_prefix(too_long),
+      ("prefix '" + std::string(200, 'a') + "...' is too long for the local backend").c_str(),
+      lk::UsageError);
   // The limit is on the encoded name: 86 bytes that each take three characters are too many.
   std::string encoded_too_long(86, '/');
   CHECK_THROWS_AS(encode_prefix(encoded_too_long), lk::UsageError);

@@ -38,7 +38,9 @@ TEST_CASE("a backend's flag is its own: refused for another, listed in -help and
   CHECK(error_of({"-backend", "nope", "p", "c"}) ==
         "unknown backend 'nope' (choose local, consul, etcd, zookeeper or memory)");
   std::string help = lk::usage_text();
-  CHECK(help.find("-backend=<name>             local (default), consul, etcd, zookeeper or memory") != std::string::npos);
+  CHECK(
+      help.find("-backend=<name>             local (default), consul, etcd, zookeeper or memory") !=
+      std::string::npos);
   // Where its row says: after -endpoints.
   auto endpoints = help.find("  -endpoints="), table = help.find("  -memory-table=<name>");
   CHECK(endpoints != std::string::npos);
@@ -58,8 +60,10 @@ TEST_CASE("its factory and status reader are the registry's") {
   lk::PrefixStatus held = memory.read_status(*o.backend_config, "p", nullptr);
   CHECK(held.limit == 1);
   REQUIRE(held.holders.size() == 1);
-  CHECK(hold->child_env() == lk::EnvVars{{"LOCK_FENCING_TOKEN", std::to_string(held.holders[0].token)}});
-  CHECK_THROWS_AS(backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}, [] {}), lk::AcquireTimeout);
+  CHECK(hold->child_env() ==
+        lk::EnvVars{{"LOCK_FENCING_TOKEN", std::to_string(held.holders[0].token)}});
+  CHECK_THROWS_AS(backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}, [] {}),
+                  lk::AcquireTimeout);
   hold->release();
   CHECK(memory.read_status(*o.backend_config, "p", nullptr).holders.empty());
   auto again = backend->acquire(spec, lk::Deadline::after(10ms), lk::Interrupt{}, [] {});

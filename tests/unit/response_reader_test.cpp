@@ -11,10 +11,16 @@ using lk::ResponseReader;
 namespace {
 
 // Reads `wire` cut into pieces of `step` bytes; the body as the sink saw it.
-std::string read(const std::string& wire, std::size_t step, HttpResponse& head, bool close = false) {
+std::string read(const std::string& wire, std::size_t step, HttpResponse& head,
+                 bool close = false) {
   std::string body;
-  ResponseReader reader(head, [&](std::string_view d) { body.append(d); return true; },
-                        lk::kMaxReplyBody);
+  ResponseReader reader(
+      head,
+      [&](std::string_view d) {
+        body.append(d);
+        return true;
+      },
+      lk::kMaxReplyBody);
   for (std::size_t at = 0; at < wire.size() && !reader.done(); at += step)
     reader.feed(std::string_view(wire).substr(at, step));
   if (close) reader.end_of_stream();
@@ -40,14 +46,16 @@ TEST_CASE("a reply is read whole however the connection cuts it") {
 
 TEST_CASE("chunks are decoded, and a body may run to the close") {
   HttpResponse head;
-  CHECK(read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", 3,
-             head) == "abcde");
+  CHECK(
+      read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+           3, head) == "abcde");
   CHECK(read("HTTP/1.0 200 OK\r\n\r\nto the end", 4, head, true) == "to the end");
 }
 
 TEST_CASE("a 100 Continue before the reply is passed over") {
   HttpResponse head;
-  CHECK(read("HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno",
+  CHECK(read("HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: "
+             "2\r\n\r\nno",
              5, head) == "no");
   CHECK(head.status == 404);
   CHECK_FALSE(head.headers.contains("x-a"));
@@ -81,26 +89,30 @@ TEST_CASE("what is not HTTP, breaks off, or is too large is an error") {
   }
   {
     ResponseReader r(head, sink, 4);
-    CHECK_THROWS_AS(r.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n"),
-                    lk::ReplyTooLarge);
+    CHECK_THROWS_AS(
+        r.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n"),
+        lk::ReplyTooLarge);
   }
 }
 
 TEST_CASE("the sink can stop a stream, and the connection is kept only after a whole reply") {
   HttpResponse head;
   int pieces = 0;
-  ResponseReader stream(head, [&](std::string_view) { return ++pieces < 2; }, std::nullopt);
+  ResponseReader stream(
+      head, [&](std::string_view) { return ++pieces < 2; }, std::nullopt);
   stream.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n");
   CHECK_FALSE(stream.stopped());
   stream.feed("1\r\nb\r\n");
   CHECK(stream.stopped());
   CHECK_FALSE(stream.keep_alive());
 
-  ResponseReader closing(head, [](std::string_view) { return true; }, lk::kMaxReplyBody);
+  ResponseReader closing(
+      head, [](std::string_view) { return true; }, lk::kMaxReplyBody);
   closing.feed("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
   CHECK(closing.done());
   CHECK_FALSE(closing.keep_alive());
-  ResponseReader kept(head, [](std::string_view) { return true; }, lk::kMaxReplyBody);
+  ResponseReader kept(
+      head, [](std::string_view) { return true; }, lk::kMaxReplyBody);
   kept.feed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
   CHECK(kept.keep_alive());
 }

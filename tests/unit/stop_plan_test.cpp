@@ -85,7 +85,8 @@ TEST_CASE("without a lease nothing is due until the stop begins; then the kill, 
   CHECK(plan.next() == std::nullopt);
 }
 
-TEST_CASE("with a lease the watchdog stops the tree after lock's turn and kills it by the deadline") {
+TEST_CASE(
+    "with a lease the watchdog stops the tree after lock's turn and kills it by the deadline") {
   StopPlan plan(1s);
   auto dead_by = kStart + 9s;
   plan.lease(dead_by);

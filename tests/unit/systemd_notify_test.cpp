@@ -78,9 +78,10 @@ TEST_CASE("messages go to a path socket, status only when it changes, READY=1 on
   n.ready();
   n.stopping("stopping the child: received SIGTERM");
   n.stopping("the child exited (signal 15); releasing the lock");
-  CHECK(l.take() == std::vector<std::string>{"STATUS=waiting for p", "STATUS=two lines", "READY=1",
-                                             "STOPPING=1\nSTATUS=stopping the child: received SIGTERM",
-                                             "STATUS=the child exited (signal 15); releasing the lock"});
+  CHECK(l.take() ==
+        std::vector<std::string>{"STATUS=waiting for p", "STATUS=two lines", "READY=1",
+                                 "STOPPING=1\nSTATUS=stopping the child: received SIGTERM",
+                                 "STATUS=the child exited (signal 15); releasing the lock"});
 }
 
 TEST_CASE("an abstract address starts with @") {

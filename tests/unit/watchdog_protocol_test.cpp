@@ -53,7 +53,8 @@ TEST_CASE("a spawn carries the environment, the flags and the descriptors across
 
 TEST_CASE("an environment larger than a datagram comes in pieces, whole") {
   Pair p;
-  lk::EnvVars env{{"LOCK_KEY", std::string(200'000, 'k')}, {"LOCK_PREFIX", std::string(70'000, 'p')}};
+  lk::EnvVars env{{"LOCK_KEY", std::string(200'000, 'k')},
+                  {"LOCK_PREFIX", std::string(70'000, 'p')}};
   std::string environment = environment_of(env);
   SpawnMessage head{{Command::spawn, false, true, 0}, environment.size()};
   // The socket holds less than the whole: the sender waits for the reader, as lock waits for

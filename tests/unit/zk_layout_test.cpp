@@ -29,11 +29,15 @@ TEST_CASE("zookeeper: protected names as Curator makes and finds them") {
 }
 
 TEST_CASE("zookeeper: contenders in Curator's order, by the text after the last lock-") {
-  Names children{"_c_b-lock-0000000010", "_c_a-lock-0000000002", "lock-0000000001",
-                 "_c_x-lock-lock-0000000003", "locks", "leases"};
-  CHECK(curator_sorted(children, kLockName) ==
-        Names{"lock-0000000001", "_c_a-lock-0000000002", "_c_x-lock-lock-0000000003",
-              "_c_b-lock-0000000010", "leases", "locks"});
+  Names children{"_c_b-lock-0000000010",
+                 "_c_a-lock-0000000002",
+                 "lock-0000000001",
+                 "_c_x-lock-lock-0000000003",
+                 "locks",
+                 "leases"};
+  CHECK(curator_sorted(children, kLockName) == Names{"lock-0000000001", "_c_a-lock-0000000002",
+                                                     "_c_x-lock-lock-0000000003",
+                                                     "_c_b-lock-0000000010", "leases", "locks"});
   CHECK(curator_sorted({"_c_q-lease-0000000001", "_c_p-lease-0000000000"}, kLeaseName) ==
         Names{"_c_p-lease-0000000000", "_c_q-lease-0000000001"});
   // Names without the marker sort whole, and ties keep their order.
@@ -49,13 +53,19 @@ TEST_CASE("zookeeper: node data is lock's holder record with its limit, or someo
   CHECK(parsed->record.prefix == "svc/web");
   CHECK(parsed->record.pid == r.pid);
   // Any limit -n takes comes back.
-  CHECK(parse_node_data(node_data(r, std::numeric_limits<int>::max()))->limit == std::numeric_limits<int>::max());
+  CHECK(parse_node_data(node_data(r, std::numeric_limits<int>::max()))->limit ==
+        std::numeric_limits<int>::max());
   // Curator's nodes carry the client's address; other programs, anything.
   CHECK_FALSE(parse_node_data("127.0.0.1"));
   CHECK_FALSE(parse_node_data(""));
   CHECK_FALSE(parse_node_data("{"));
   CHECK_FALSE(parse_node_data("{\"limit\": 2}"));  // no record
-  CHECK_FALSE(parse_node_data(R"({"limit": 0, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
-  CHECK_FALSE(parse_node_data(R"({"limit": "2", "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
-  CHECK(parse_node_data(R"({"limit": 2, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})")->limit == 2);
+  CHECK_FALSE(parse_node_data(
+      R"({"limit": 0, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
+  CHECK_FALSE(parse_node_data(
+      R"({"limit": "2", "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})"));
+  CHECK(
+      parse_node_data(
+          R"({"limit": 2, "pid": 1, "token": 0, "prefix": "p", "name": "", "host": "h", "since": ""})")
+          ->limit == 2);
 }

@@ -2,20 +2,22 @@
 
 #include "backend/consul/consul_layout.hpp"
 #include "backend/consul/consul_options.hpp"
-#include "backend/consul/consul_token.hpp"
 #include "backend/consul/consul_recipe.hpp"
+#include "backend/consul/consul_token.hpp"
 #include "backend/consul/wait_index.hpp"
 #include "backend/lease/follow_prefix.hpp"
 
 namespace lk {
 namespace {
 
-HolderRecord record_of(const std::string& prefix, const KvPair& pair) {
+// Who a key's value says holds it or waits: lock's record, or another client's value, named by
+// its session.
+HolderRecord holder_of_key(const std::string& prefix, const KvPair& pair) {
   return HolderRecord::from_value(prefix, pair.value, "session " + pair.session);
 }
 
 // Who holds the prefix and who waits, as its keys say.
-PrefixStatus status_of(const std::string& prefix, const std::vector<KvPair>& pairs) {
+PrefixStatus status_of_keys(const std::string& prefix, const std::vector<KvPair>& pairs) {
   PrefixStatus s;
   const KvPair* lock = nullptr;
   for (const KvPair& p : pairs)
@@ -24,7 +26,7 @@ PrefixStatus status_of(const std::string& prefix, const std::vector<KvPair>& pai
   if (lock->flags == kLockFlags) {
     s.limit = 1;
     if (!lock->session.empty()) {
-      HolderRecord h = record_of(prefix, *lock);
+      HolderRecord h = holder_of_key(prefix, *lock);
       h.token = lock->modify_index;  // see ConsulContention::lock()
       s.holders.push_back(h);
     }
@@ -34,7 +36,7 @@ PrefixStatus status_of(const std::string& prefix, const std::vector<KvPair>& pai
   SemaphoreState state = read_semaphore(pairs, prefix, s.limit);
   for (const KvPair& p : pairs) {
     if (p.key == lock_key(prefix) || p.session.empty()) continue;
-    HolderRecord h = record_of(prefix, p);
+    HolderRecord h = holder_of_key(prefix, p);
     (state.holders.contains(p.session) ? s.holders : s.waiters).push_back(h);
   }
   return s;
@@ -57,18 +59,20 @@ std::unique_ptr<Backend> make_consul_backend(const BackendConfig& config) {
   return std::make_unique<ConsulBackend>(prepared(config, !config.status_only));
 }
 
-PrefixStatus read_consul_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
-  return ConsulBackend(prepared(config, false)).status(prefix, wake);
+PrefixStatus read_consul_status(const BackendConfig& config, const std::string& prefix,
+                                const Wake* wake) {
+  return ConsulBackend(prepared(config, false)).read_status(prefix, wake);
 }
 
-PrefixStatus ConsulBackend::status(const std::string& prefix, const Wake* wake) {
+PrefixStatus ConsulBackend::read_status(const std::string& prefix, const Wake* wake) {
   ConsulClient client(config_.client);
-  return status_of(prefix, client.get(semaphore_keys(prefix), true, 0, false, wake).pairs);
+  return status_of_keys(prefix, client.get(semaphore_keys(prefix), true, 0, false, wake).pairs);
 }
 
 // Blocking queries on the whole prefix, each from the index the last one answered with (kept
 // across a failure: a change meanwhile answers at once), paced as WaitIndex says.
-void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline,
+                                 const Interrupt& interrupt,
                                  const std::function<void(const PrefixStatus&)>& show) {
   ConsulClient client(config_.client);
   WaitIndex index;
@@ -79,16 +83,18 @@ void ConsulBackend::watch_status(const std::string& prefix, Deadline deadline, c
     probe_client.limit(Deadline::after(timeout), timeout);
     probe_client.get(semaphore_keys(prefix), true, 0, false, &wake);
   };
-  follow_prefix(prefix, deadline, interrupt, config_.session.timing(), probe, [&](const Wake& wake, const Heard& heard) {
-    auto sent = Clock::now();
-    KvRead r = client.get(semaphore_keys(prefix), true, index.index(), false, &wake);
-    heard();
-    auto pause = index.answered(r.index, fingerprint(r.pairs),
-                                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent));
-    show(status_of(prefix, r.pairs));
-    pause_unless_woken(pause, &wake);
-    return Look::changed;
-  });
+  follow_prefix(prefix, deadline, interrupt, config_.session.timing(), probe,
+                [&](const Wake& wake, const Heard& heard) {
+                  auto sent = Clock::now();
+                  KvRead r = client.get(semaphore_keys(prefix), true, index.index(), false, &wake);
+                  heard();
+                  auto pause = index.answered(
+                      r.index, fingerprint(r.pairs),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent));
+                  show(status_of_keys(prefix, r.pairs));
+                  pause_unless_woken(pause, &wake);
+                  return Look::changed;
+                });
 }
 
 std::unique_ptr<Hold> ConsulBackend::acquire(const LockSpec& spec, Deadline deadline,

@@ -42,7 +42,8 @@ bool Cleanup::run(const std::function<void()>& step, std::optional<Deadline> unt
 void Cleanup::report(const std::string& left) {
   if (reported_) return;
   reported_ = true;
-  fmt::print(stderr, "lock: could not finish cleaning up ({}); {}\n", failure_.value_or("no time left"), left);
+  fmt::print(stderr, "lock: could not finish cleaning up ({}); {}\n",
+             failure_.value_or("no time left"), left);
 }
 
 }  // namespace lk

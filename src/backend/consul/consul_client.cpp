@@ -36,11 +36,11 @@ Endpoint endpoint_of(const ConsulConfig& c) {
 std::string percent_encode(const std::string& text, std::string_view keep = "") {
   std::string out;
   for (unsigned char ch : text) {
-    if (std::isalnum(ch) || std::string_view("-_.~").find(static_cast<char>(ch)) != std::string_view::npos ||
+    if (std::isalnum(ch) ||
+        std::string_view("-_.~").find(static_cast<char>(ch)) != std::string_view::npos ||
         keep.find(static_cast<char>(ch)) != std::string_view::npos)
       out += static_cast<char>(ch);
-    else
-      out += fmt::format("%{:02X}", ch);
+    else out += fmt::format("%{:02X}", ch);
   }
   return out;
 }
@@ -49,7 +49,8 @@ std::string escape_key(const std::string& key) { return percent_encode(key, "/")
 
 // A session ID goes into paths and queries only once it is known to be one, and escaped even so.
 std::string escape_session(const std::string& id) {
-  if (!is_session_id(id)) throw Error("refusing to use \"" + printable(id, 60) + "\" as a Consul session ID");
+  if (!is_session_id(id))
+    throw Error("refusing to use \"" + printable(id, 60) + "\" as a Consul session ID");
   return percent_encode(id);
 }
 
@@ -126,8 +127,8 @@ HttpResponse ConsulClient::send_once(const std::string& method, const std::strin
   try {
     if (!wake) {
       r = http_->request(method, target, body, timeout, headers);
-    } else if (auto answer = http_->request_until(method, target, body, timeout, headers,
-                                                  wake->fds, wake->keep_going)) {
+    } else if (auto answer = http_->request_until(method, target, body, timeout, headers, wake->fds,
+                                                  wake->keep_going)) {
       r = std::move(*answer);
     } else {
       throw Cancelled("the wait was cut short");
@@ -139,8 +140,8 @@ HttpResponse ConsulClient::send_once(const std::string& method, const std::strin
   }
   if ((r.status >= 200 && r.status < 300) || r.status == 404) return r;
   std::string_view said = trimmed(r.body);
-  std::string what = where(op) + r.status_text() +
-                     (said.empty() ? "" : " (" + printable(said) + ")");
+  std::string what =
+      where(op) + r.status_text() + (said.empty() ? "" : " (" + printable(said) + ")");
   if (r.status >= 500) throw ConsulUnavailable(what, r.retry_after());
   throw Error(what);
 }
@@ -156,13 +157,15 @@ KvRead ConsulClient::get(const std::string& key, bool recurse, std::uint64_t wai
   if (consistent) add("consistent");
   else if (stale_) add("stale");
   // Consul adds up to wait/16 to a blocking query's wait; the answer may take that long.
-  milliseconds timeout = wait_index ? milliseconds(kBlockingWait + kBlockingWait / 16) + kRequestTimeout
-                                    : kRequestTimeout;
+  milliseconds timeout = wait_index
+                             ? milliseconds(kBlockingWait + kBlockingWait / 16) + kRequestTimeout
+                             : kRequestTimeout;
   std::string op = (recurse ? "read keys under '" : "read key '") + printable(key) + "'";
   HttpResponse r = send("GET", "/v1/kv/" + escape_key(key), q, "", timeout, op, wake);
   KvRead out;
   auto index = r.headers.find("x-consul-index");
-  out.index = decoded(op, [&] { return decode_index(index == r.headers.end() ? "" : index->second); });
+  out.index =
+      decoded(op, [&] { return decode_index(index == r.headers.end() ? "" : index->second); });
   if (r.status == 404) return out;
   out.pairs = decoded(op, [&] { return decode_kv_list(r.body, key, recurse); });
   return out;
@@ -177,7 +180,8 @@ bool ConsulClient::acquire(const std::string& key, const std::string& value, std
   return decoded(op, [&] { return decode_bool(r.body); });
 }
 
-bool ConsulClient::release(const std::string& key, std::uint64_t flags, const std::string& session) {
+bool ConsulClient::release(const std::string& key, std::uint64_t flags,
+                           const std::string& session) {
   std::string op = "release key '" + printable(key) + "'";
   HttpResponse r = send("PUT", "/v1/kv/" + escape_key(key),
                         "release=" + escape_session(session) + "&flags=" + std::to_string(flags),
@@ -208,21 +212,24 @@ void ConsulClient::delete_key(const std::string& key) {
 }
 
 std::string ConsulClient::create_session(const json& body) {
-  HttpResponse r = send("PUT", "/v1/session/create", "", body.dump(), kRequestTimeout, "create session");
+  HttpResponse r =
+      send("PUT", "/v1/session/create", "", body.dump(), kRequestTimeout, "create session");
   if (r.status == 404) throw Error(where("create session") + r.status_text());
   return decoded("create session", [&] { return decode_session_create(r.body); });
 }
 
 void ConsulClient::renew_session(const std::string& id, milliseconds timeout, const Wake& stop) {
   std::string op = "renew session " + id;
-  HttpResponse r = send("PUT", "/v1/session/renew/" + escape_session(id), "", "", timeout, op, &stop);
+  HttpResponse r =
+      send("PUT", "/v1/session/renew/" + escape_session(id), "", "", timeout, op, &stop);
   bool gone = r.status == 404 || !decoded(op, [&] { return decode_session_info(r.body, id); });
   if (gone) throw LeaseGone(where(op) + "the session no longer exists (destroyed or expired)");
 }
 
 void ConsulClient::destroy_session(const std::string& id) {
   std::string op = "destroy session " + id;
-  HttpResponse r = send("PUT", "/v1/session/destroy/" + escape_session(id), "", "", kRequestTimeout, op);
+  HttpResponse r =
+      send("PUT", "/v1/session/destroy/" + escape_session(id), "", "", kRequestTimeout, op);
   decoded(op, [&] { return decode_bool(r.body); });
 }
 

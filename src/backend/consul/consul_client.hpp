@@ -18,8 +18,8 @@ namespace lk {
 struct ConsulConfig {
   std::string address;  // host:port, http://..., https://... or unix:///path
   TlsOptions tls;
-  bool ssl = false;     // CONSUL_HTTP_SSL: https for a bare host:port
-  std::string token;    // already read from -token-file when one was given
+  bool ssl = false;   // CONSUL_HTTP_SSL: https for a bare host:port
+  std::string token;  // already read from -token-file when one was given
   std::string datacenter;
   bool stale = false;
 };
@@ -41,8 +41,8 @@ constexpr std::chrono::seconds kBlockingWait{15};
 // Every failure names the agent and the operation: "Consul agent at 127.0.0.1:8500: create
 // session: 503 Service Unavailable (No cluster leader)". No answer is a NetworkError ("cannot
 // reach it"), a 5xx a ConsulUnavailable with the server's Retry-After, a reply that does not fit
-// a MalformedReply ("malformed reply (...)"). Session IDs are checked and percent-escaped wherever they
-// go into a URL.
+// a MalformedReply ("malformed reply (...)"). Session IDs are checked and percent-escaped wherever
+// they go into a URL.
 class ConsulClient {
  public:
   explicit ConsulClient(const ConsulConfig& config);

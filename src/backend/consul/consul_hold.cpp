@@ -12,9 +12,7 @@ using std::chrono::milliseconds;
 
 ConsulHold::ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session,
                        ConsulHoldSpec spec)
-    : config_(config),
-      session_(std::move(session)),
-      spec_(std::move(spec)) {
+    : config_(config), session_(std::move(session)), spec_(std::move(spec)) {
   monitor_ = std::thread([this] { monitor(); });
 }
 
@@ -56,7 +54,8 @@ std::optional<std::string> ConsulHold::still_held(const KvRead& r) const {
   }
   SemaphoreState s = read_semaphore(r.pairs, spec_.prefix, spec_.limit);
   if (!s.holders.contains(session))
-    return "our session " + session + " is no longer among the holders in " + lock_key(spec_.prefix);
+    return "our session " + session + " is no longer among the holders in " +
+           lock_key(spec_.prefix);
   return std::nullopt;
 }
 
@@ -86,7 +85,7 @@ void ConsulHold::monitor() {
       pause = waits.failed();
       verbose("monitoring the lock failed ({}); asking again in {}ms", e.what(), pause.count());
     } catch (const std::exception& e) {  // .lock rewritten for another use, permission withdrawn
-      if (stopping()) return;  // a query cut short by release(): nothing to decide
+      if (stopping()) return;            // a query cut short by release(): nothing to decide
       return keeper.lose(std::string("monitoring the lock failed: ") + e.what());
     }
     if (pause.count() > 0 && !monitor_pause(pause)) return;
@@ -99,7 +98,8 @@ void ConsulHold::hold_until(const std::string& until) {
   auto value = HolderRecord::with_until(spec_.value, until);
   if (!value) return;
   ConsulClient client(config_);
-  if (!client.acquire(spec_.key, *value, spec_.limit == 1 ? kLockFlags : kSemaphoreFlags, session_->id()))
+  if (!client.acquire(spec_.key, *value, spec_.limit == 1 ? kLockFlags : kSemaphoreFlags,
+                      session_->id()))
     throw Error("Consul refused to write " + spec_.key + " again");
 }
 
@@ -117,11 +117,15 @@ void ConsulHold::release() {
   const std::string& id = session_->id();
   bool left = spec_.limit == 1
                   ? cleanup.run([&] { client.release(spec_.key, kLockFlags, id); }, give_up_by)
-                  : cleanup.run([&] { leave_semaphore(client, spec_.prefix, spec_.limit, id); }, give_up_by);
-  if (!left) verbose("could not give up {} ({}); destroying the session does", spec_.key, cleanup.failure().value_or(""));
+                  : cleanup.run([&] { leave_semaphore(client, spec_.prefix, spec_.limit, id); },
+                                give_up_by);
+  if (!left)
+    verbose("could not give up {} ({}); destroying the session does", spec_.key,
+            cleanup.failure().value_or(""));
   if (!session_->destroy(cleanup)) return cleanup.report(session_->left_behind());
-  bool tidy = spec_.limit == 1 ? cleanup.run([&] { tidy_lock(client, spec_.prefix); })
-                               : left || cleanup.run([&] { tidy_semaphore(client, spec_.prefix, spec_.limit); });
+  bool tidy = spec_.limit == 1
+                  ? cleanup.run([&] { tidy_lock(client, spec_.prefix); })
+                  : left || cleanup.run([&] { tidy_semaphore(client, spec_.prefix, spec_.limit); });
   if (!tidy)
     cleanup.report("the unheld " + lock_key(spec_.prefix) + " stays until the next lock on " +
                    spec_.prefix + " removes it");
@@ -134,7 +138,8 @@ void leave_semaphore(ConsulClient& client, const std::string& prefix, int limit,
     KvRead r = client.get(semaphore_keys(prefix), true);
     SemaphoreState s = read_semaphore(r.pairs, prefix, limit);
     if (!s.holders.erase(session)) break;
-    if (client.put_cas(lock_key(prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) break;
+    if (client.put_cas(lock_key(prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index))
+      break;
   }
   client.delete_key(prefix + "/" + session);
   tidy_semaphore(client, prefix, limit);

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "backend/backend.hpp"
-#include "backend/lease/leased_hold.hpp"
 #include "backend/consul/consul_lease.hpp"
+#include "backend/lease/leased_hold.hpp"
 #include "util/event_fd.hpp"
 
 namespace lk {
@@ -16,14 +16,15 @@ namespace lk {
 struct ConsulHoldSpec {
   std::string prefix;
   int limit = 1;
-  std::string key;           // .lock for a lock, the contender key for a semaphore
-  std::uint64_t token = 0;   // .lock's ModifyIndex after our acquire, or after our slot
-  std::string value;         // what `key` holds
+  std::string key;          // .lock for a lock, the contender key for a semaphore
+  std::uint64_t token = 0;  // .lock's ModifyIndex after our acquire, or after our slot
+  std::string value;        // what `key` holds
 };
 
 class ConsulHold : public LeasedHold {
  public:
-  ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session, ConsulHoldSpec spec);
+  ConsulHold(const ConsulConfig& config, std::unique_ptr<ConsulSession> session,
+             ConsulHoldSpec spec);
   ~ConsulHold() override;
 
   EnvVars child_env() const override;

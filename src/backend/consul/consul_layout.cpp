@@ -36,7 +36,8 @@ void check_lock_flags(const KvPair& pair) {
   if (pair.flags != kLockFlags) throw not_lock_use();
 }
 
-SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix, int limit) {
+SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix,
+                              int limit) {
   SemaphoreState s{limit, {}, 0};
   const KvPair* lock = nullptr;
   for (const KvPair& p : pairs)
@@ -56,8 +57,7 @@ SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::strin
           if (it->is_boolean() && it->get<bool>()) s.holders[it.key()] = true;
     }
   }
-  if (s.limit != limit)
-    throw limit_conflict(s.limit, limit);
+  if (s.limit != limit) throw limit_conflict(s.limit, limit);
   // A holder is alive while its session holds a key under the prefix (its contender key).
   std::erase_if(s.holders, [&](const auto& h) {
     for (const KvPair& p : pairs)
@@ -71,7 +71,8 @@ std::string encode_semaphore(const SemaphoreState& s) {
   nlohmann::ordered_json j;  // Go writes the struct's fields in order: Limit, then Holders
   j["Limit"] = s.limit;
   j["Holders"] = nlohmann::ordered_json::object();
-  for (const auto& [session, held] : s.holders) j["Holders"][session] = held;  // sorted, as Go's map
+  for (const auto& [session, held] : s.holders)
+    j["Holders"][session] = held;  // sorted, as Go's map
   return j.dump();
 }
 

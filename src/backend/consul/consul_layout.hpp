@@ -34,10 +34,12 @@ struct SemaphoreState {
 // Decodes .lock for a semaphore of `limit` and prunes dead holders, as api.Semaphore does.
 // Throws Error with Consul's wording when .lock is a lock's or has another limit.
 // Pure: `pairs` may be anything a server sent.
-SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix, int limit);
+SemaphoreState read_semaphore(const std::vector<KvPair>& pairs, const std::string& prefix,
+                              int limit);
 // The Limit a semaphore's .lock states: 0 when it states none, or none that is a number of slots.
 int semaphore_limit(const std::string& value);
-std::string encode_semaphore(const SemaphoreState& s);  // {"Limit":N,"Holders":{...}}, as Go writes it
+std::string encode_semaphore(
+    const SemaphoreState& s);  // {"Limit":N,"Holders":{...}}, as Go writes it
 
 // Throws Error with Consul's wording when `pair` is not a lock's.
 void check_lock_flags(const KvPair& pair);

@@ -16,9 +16,10 @@ ConsulSession::ConsulSession(const ConsulConfig& config, const nlohmann::json& r
           request.dump(), format_go_duration(timing.renew_every));
   auto keeper_client = std::make_shared<ConsulClient>(config);  // the keeper thread's own
   std::string id = id_;
-  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id](std::chrono::milliseconds timeout, const Wake& stop) {
-    keeper_client->renew_session(id, timeout, stop);
-  });
+  keeper_ = std::make_unique<LeaseKeeper>(
+      timing, sent, [keeper_client, id](std::chrono::milliseconds timeout, const Wake& stop) {
+        keeper_client->renew_session(id, timeout, stop);
+      });
 }
 
 ConsulSession::~ConsulSession() {

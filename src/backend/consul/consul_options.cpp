@@ -14,29 +14,49 @@ constexpr const char* kApi = "API Options";
 
 // `consul lock`'s own flags and variables; its TLS ones are every https backend's (tls_flags).
 const FlagInfo kConsulFlags[] = {
-    {.name = "http-addr", .env = "CONSUL_HTTP_ADDR", .value = Value::api,
+    {.name = "http-addr",
+     .env = "CONSUL_HTTP_ADDR",
+     .value = Value::api,
      .help = "Address of the Consul agent: host:port, http(s)://host:port or unix:///path",
-     .group = kApi, .after = "version"},
-    {.name = "token", .env = "CONSUL_HTTP_TOKEN", .value = Value::api,
-     .help = "ACL token to use in the request", .group = kApi},
-    {.name = "token-file", .env = "CONSUL_HTTP_TOKEN_FILE", .value = Value::api,
-     .help = "File containing the ACL token", .group = kApi},
-    {.name = "datacenter", .value = Value::api, .help = "Datacenter to query (default: the agent's)",
-     .group = kApi, .after = "tls-server-name"},
+     .group = kApi,
+     .after = "version"},
+    {.name = "token",
+     .env = "CONSUL_HTTP_TOKEN",
+     .value = Value::api,
+     .help = "ACL token to use in the request",
+     .group = kApi},
+    {.name = "token-file",
+     .env = "CONSUL_HTTP_TOKEN_FILE",
+     .value = Value::api,
+     .help = "File containing the ACL token",
+     .group = kApi},
+    {.name = "datacenter",
+     .value = Value::api,
+     .help = "Datacenter to query (default: the agent's)",
+     .group = kApi,
+     .after = "tls-server-name"},
     {.name = "stale", .help = "Let any Consul server answer reads", .group = kApi},
-    {.name = "lock-delay", .value = Value::duration,
+    {.name = "lock-delay",
+     .value = Value::duration,
      .help = "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)",
-     .group = "Network Options", .after = "session-ttl"},
+     .group = "Network Options",
+     .after = "session-ttl"},
     // Read from the environment only, as Consul does.
-    {.name = "consul-http-ssl", .env = "CONSUL_HTTP_SSL", .value = Value::text,
+    {.name = "consul-http-ssl",
+     .env = "CONSUL_HTTP_SSL",
+     .value = Value::text,
      .check = [](const std::string& text) { env_bool("CONSUL_HTTP_SSL", text, false); }},
 };
 
 std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given&) {
   auto o = std::make_unique<ConsulOptions>();
   o->read_lease_flags(v, 15s);
-  o->client = {v.text("http-addr"), tls_options(v), env_bool("CONSUL_HTTP_SSL", v.text("consul-http-ssl"), false),
-               v.text("token"), v.text("datacenter"), v.boolean("stale", false)};
+  o->client = {v.text("http-addr"),
+               tls_options(v),
+               env_bool("CONSUL_HTTP_SSL", v.text("consul-http-ssl"), false),
+               v.text("token"),
+               v.text("datacenter"),
+               v.boolean("stale", false)};
   if (o->client.address.empty()) o->client.address = "127.0.0.1:8500";
   o->token_file = v.text("token-file");
   o->lock_delay = v.duration("lock-delay", o->lock_delay);
@@ -45,7 +65,8 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given&) {
     throw UsageError("Invalid Session TTL '" + format_go_duration(o->session_ttl) +
                      "', must be between [10s=24h0m0s]");
   if (o->lock_delay < 0s || o->lock_delay > 60s)
-    throw UsageError("-lock-delay must be between 0s and 60s, not " + format_go_duration(o->lock_delay));
+    throw UsageError("-lock-delay must be between 0s and 60s, not " +
+                     format_go_duration(o->lock_delay));
   return o;
 }
 

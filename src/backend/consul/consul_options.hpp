@@ -20,6 +20,7 @@ struct ConsulOptions : LeasedConfig {
 extern const BackendInfo kConsulBackend;
 
 std::unique_ptr<Backend> make_consul_backend(const BackendConfig& config);
-PrefixStatus read_consul_status(const BackendConfig& config, const std::string& prefix, const Wake* wake);
+PrefixStatus read_consul_status(const BackendConfig& config, const std::string& prefix,
+                                const Wake* wake);
 
 }  // namespace lk

@@ -132,7 +132,8 @@ bool ConsulContention::lock(const Queued& queued) {
       wait_.pause(waits.stalled());
       return false;
     }
-    verbose("{} is free but a lock-delay is in force; trying again in {}s", key, kLockRetryTime.count());
+    verbose("{} is free but a lock-delay is in force; trying again in {}s", key,
+            kLockRetryTime.count());
     wait_.pause(kLockRetryTime);
     waits.stalled();
     return false;
@@ -157,7 +158,8 @@ bool ConsulContention::semaphore(const Queued& queued) {
         return false;
       }
       s.holders[id] = true;
-      if (!client_.put_cas(lock_key(spec_.prefix), encode_semaphore(s), kSemaphoreFlags, s.modify_index)) {
+      if (!client_.put_cas(lock_key(spec_.prefix), encode_semaphore(s), kSemaphoreFlags,
+                           s.modify_index)) {
         wait_.pause(waits.stalled());  // someone else changed it first: look again
         return false;
       }
@@ -167,7 +169,9 @@ bool ConsulContention::semaphore(const Queued& queued) {
     KvRead held = client_.get(semaphore_keys(spec_.prefix), true, 0, true);
     SemaphoreState now = read_semaphore(held.pairs, spec_.prefix, spec_.limit);
     if (!now.holders.contains(id)) {
-      verbose("Consul took our slot of {}, but the holders it lists do not include us; looking again", spec_.prefix);
+      verbose(
+          "Consul took our slot of {}, but the holders it lists do not include us; looking again",
+          spec_.prefix);
       wait_.pause(waits.stalled());
       return false;
     }

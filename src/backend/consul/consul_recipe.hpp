@@ -42,7 +42,8 @@ class ConsulContention : public Contention {
   bool wait_in_turns(const std::function<bool(WaitIndex&)>& turn);
 
   // A blocking query on `key`, timed for WaitIndex; `pause` is how long to wait before the next.
-  KvRead read(const std::string& key, bool recurse, WaitIndex& waits, std::chrono::milliseconds& pause);
+  KvRead read(const std::string& key, bool recurse, WaitIndex& waits,
+              std::chrono::milliseconds& pause);
 
   const ConsulBackendConfig& config_;
   const LockSpec& spec_;

@@ -16,9 +16,11 @@ namespace {
 [[noreturn]] void malformed(const std::string& what) { throw MalformedReply(what); }
 
 std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))
     s.remove_suffix(1);
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t'))
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t'))
     s.remove_prefix(1);
   return s;
 }
@@ -34,7 +36,8 @@ std::uint64_t number(const json& object, const char* field, std::optional<std::u
     if (!fallback) malformed(fmt::format("{} missing", field));
     return *fallback;
   }
-  if (!it->is_number_unsigned()) malformed(fmt::format("{} is not a whole number from 0 up", field));
+  if (!it->is_number_unsigned())
+    malformed(fmt::format("{} is not a whole number from 0 up", field));
   return it->get<std::uint64_t>();
 }
 
@@ -66,7 +69,8 @@ std::uint64_t decode_index(std::string_view header) {
   std::uint64_t index = 0;
   auto [end, error] = std::from_chars(header.data(), header.data() + header.size(), index);
   if (error != std::errc() || end != header.data() + header.size())
-    malformed(fmt::format("X-Consul-Index \"{}\" is not a whole number from 0 up", printable(header, 40)));
+    malformed(fmt::format("X-Consul-Index \"{}\" is not a whole number from 0 up",
+                          printable(header, 40)));
   return index;
 }
 
@@ -110,7 +114,8 @@ std::string decode_session_create(std::string_view body) {
   json j = parse(body);
   if (!j.is_object()) malformed("not a JSON object");
   std::string id = text_field(j, "ID", true);
-  if (!is_session_id(id)) malformed(fmt::format("session ID \"{}\" is not a UUID", printable(id, 60)));
+  if (!is_session_id(id))
+    malformed(fmt::format("session ID \"{}\" is not a UUID", printable(id, 60)));
   return id;
 }
 

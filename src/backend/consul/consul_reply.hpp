@@ -17,8 +17,6 @@
 
 namespace lk {
 
-
-
 // A session ID as Consul makes them: a UUID, 8-4-4-4-12 hex digits. Anything else must never
 // reach a URL (an ID of "../../kv/x" would address a key once dot segments are normalised).
 bool is_session_id(std::string_view id);

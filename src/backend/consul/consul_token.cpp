@@ -51,7 +51,8 @@ std::string consul_token(const std::string& token_text, const std::string& token
   if (got > kMaxToken) throw Error(where + " is larger than 64 KiB; a Consul token is a UUID");
   token.resize(got);
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front())))
+    token.erase(0, 1);
   return token.empty() ? token_text : token;
 }
 

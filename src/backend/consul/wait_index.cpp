@@ -63,7 +63,9 @@ std::uint64_t fingerprint(const std::vector<KvPair>& pairs) {
     h ^= 0xff;  // a separator, so that ("ab","c") and ("a","bc") differ
     h *= 1099511628211ull;
   };
-  auto mix_number = [&](std::uint64_t n) { mix(std::string_view(reinterpret_cast<const char*>(&n), sizeof n)); };
+  auto mix_number = [&](std::uint64_t n) {
+    mix(std::string_view(reinterpret_cast<const char*>(&n), sizeof n));
+  };
   for (const KvPair& p : pairs) {
     mix(p.key);
     mix(p.session);

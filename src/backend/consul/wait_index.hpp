@@ -35,8 +35,9 @@ class WaitIndex {
                                      std::chrono::milliseconds took);
   // A query failed (no answer, 5xx, a garbled reply): the next one reads afresh after the pause
   // returned, which honours the server's Retry-After up to `retry_after_cap`.
-  std::chrono::milliseconds failed(std::optional<std::chrono::seconds> retry_after = std::nullopt,
-                                   std::chrono::milliseconds retry_after_cap = std::chrono::seconds(5));
+  std::chrono::milliseconds failed(
+      std::optional<std::chrono::seconds> retry_after = std::nullopt,
+      std::chrono::milliseconds retry_after_cap = std::chrono::seconds(5));
   // A step of the recipe found nothing had moved after all (a check-and-set that lost, an
   // acquire that did not take): the next query reads afresh after the pause returned.
   std::chrono::milliseconds stalled();

@@ -78,8 +78,8 @@ std::vector<std::string> EtcdClient::auth_headers(milliseconds timeout, bool ren
   return {"Authorization: " + token_};
 }
 
-HttpResponse EtcdClient::send(const std::string& path, const std::string& body, milliseconds timeout,
-                              const Wake* wake) {
+HttpResponse EtcdClient::send(const std::string& path, const std::string& body,
+                              milliseconds timeout, const Wake* wake) {
   auto headers = auth_headers(timeout);
   if (!wake) return http().request("POST", path, body, timeout, headers);
   auto r = http().request_until("POST", path, body, timeout, headers, wake->fds, wake->keep_going);
@@ -131,7 +131,8 @@ std::string EtcdClient::call_raw(std::string_view op, const std::string& path, c
     }
     // Every endpoint failed. A server that said when to come back gets another round, if that
     // is before our time is up.
-    if (!retry_after || std::min(left(), start_by.left(std::chrono::hours(24))) <= *retry_after) break;
+    if (!retry_after || std::min(left(), start_by.left(std::chrono::hours(24))) <= *retry_after)
+      break;
     verbose("{}asked to retry in {}s", where(op), retry_after->count());
     if (!pause_unless_woken(*retry_after, wake)) throw Cancelled("stopped");
   }
@@ -140,11 +141,14 @@ std::string EtcdClient::call_raw(std::string_view op, const std::string& path, c
 }
 
 EtcdError EtcdClient::watch_refused(const WatchMessage& m) const {
-  return EtcdError(where("watch") + "etcd ended it: " + (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason), 0);
+  return EtcdError(where("watch") + "etcd ended it: " +
+                       (m.cancel_reason.empty() ? "no reason given" : m.cancel_reason),
+                   0);
 }
 
 void EtcdClient::watch(const json& create_request,
-                       const std::function<bool(const WatchMessage&)>& on_message, const Wake& wake) {
+                       const std::function<bool(const WatchMessage&)>& on_message,
+                       const Wake& wake) {
   LineSplitter lines;
   std::string start;  // the first bytes, for the message when the status is not 200
   // Kept until the stream ends, so that the catches below see only the HTTP client's errors.
@@ -175,7 +179,8 @@ void EtcdClient::watch(const json& create_request,
     // cancels it instead, as clientv3.WithRequireLeader asks.
     auto headers = auth_headers(std::chrono::seconds(5));
     headers.push_back("Grpc-Metadata-Hasleader: true");
-    status = http().stream("POST", "/v3/watch", body.dump(), on_data, wake.fds, wake.keep_going, headers);
+    status = http().stream("POST", "/v3/watch", body.dump(), on_data, wake.fds, wake.keep_going,
+                           headers);
   } catch (const ServerUnavailable&) {
     throw;  // from a login
   } catch (const NetworkError& e) {
@@ -188,7 +193,8 @@ void EtcdClient::watch(const json& create_request,
     HttpResponse r;
     r.status = status;
     EtcdStatus s = decode_status(start);
-    std::string what = where("watch") + r.status_text() + (s.message.empty() ? "" : " (" + s.message + ")");
+    std::string what =
+        where("watch") + r.status_text() + (s.message.empty() ? "" : " (" + s.message + ")");
     if (status >= 500) throw ServerUnavailable(what, std::nullopt);
     throw EtcdError(what, s.code);
   }

@@ -76,7 +76,8 @@ class EtcdClient {
   HttpResponse send(const std::string& path, const std::string& body,
                     std::chrono::milliseconds timeout, const Wake* wake);
   HttpClient& http();
-  std::vector<std::string> auth_headers(std::chrono::milliseconds timeout, bool renew_token = false);
+  std::vector<std::string> auth_headers(std::chrono::milliseconds timeout,
+                                        bool renew_token = false);
   void next_endpoint(const std::string& why);
 
   EtcdConfig config_;

@@ -47,13 +47,11 @@ void EtcdHold::hold_until(const std::string& until) {
   if (!value) return;
   Contender again = me_;
   again.value = *value;
-  EtcdClient(config_).call("put", "/v3/kv/put", put_of(again, lease_->id()), std::chrono::seconds(2),
-                           decode_header);
+  EtcdClient(config_).call("put", "/v3/kv/put", put_of(again, lease_->id()),
+                           std::chrono::seconds(2), decode_header);
 }
 
-void EtcdHold::stop_watch_soon() {
-  stop_watch_.notify();
-}
+void EtcdHold::stop_watch_soon() { stop_watch_.notify(); }
 
 void EtcdHold::stop_watch() {
   stop_watch_soon();
@@ -104,27 +102,32 @@ void EtcdHold::watch_own_key(std::int64_t held_at) {
       if (!seen_at) {
         RangeReply r = client.call(
             "range", "/v3/kv/range", {{"key", base64_encode(me_.key)}, {"keys_only", true}},
-            std::chrono::seconds(5), [&](std::string_view body) { return decode_range(body, me_.key); },
-            &wake);
+            std::chrono::seconds(5),
+            [&](std::string_view body) { return decode_range(body, me_.key); }, &wake);
         if (r.kvs.empty() || r.kvs[0].create_revision != me_.create_revision) {
           if (stopping()) return;  // our own revoke
-          return keeper.lose("our key " + me_.key + " is gone (lease revoked or expired, or removed by hand)");
+          return keeper.lose("our key " + me_.key +
+                             " is gone (lease revoked or expired, or removed by hand)");
         }
         seen_at = r.revision;
       }
-      json request = {{"key", base64_encode(me_.key)}, {"start_revision", std::to_string(seen_at + 1)}};
-      client.watch(request, [&](const WatchMessage& m) {
-        if (m.canceled && m.compact_revision == 0)
-          throw client.watch_refused(m);
-        for (const WatchEvent& event : m.events) {
-          if (event.deleted) {
-            if (stopping()) return false;  // our own revoke
-            keeper.lose("our key " + me_.key + " was deleted (lease revoked or expired, or removed by hand)");
-            return false;
-          }
-        }
-        return !m.canceled;  // compacted: read the key again
-      }, wake);
+      json request = {{"key", base64_encode(me_.key)},
+                      {"start_revision", std::to_string(seen_at + 1)}};
+      client.watch(
+          request,
+          [&](const WatchMessage& m) {
+            if (m.canceled && m.compact_revision == 0) throw client.watch_refused(m);
+            for (const WatchEvent& event : m.events) {
+              if (event.deleted) {
+                if (stopping()) return false;  // our own revoke
+                keeper.lose("our key " + me_.key +
+                            " was deleted (lease revoked or expired, or removed by hand)");
+                return false;
+              }
+            }
+            return !m.canceled;  // compacted: read the key again
+          },
+          wake);
       if (stopping()) return;
       if (Clock::now() - opened >= backoff.cap()) {
         backoff.reset();

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "backend/backend.hpp"
-#include "backend/lease/leased_hold.hpp"
-#include "backend/etcd/etcd_lease.hpp"
 #include "backend/etcd/etcd_layout.hpp"
+#include "backend/etcd/etcd_lease.hpp"
+#include "backend/lease/leased_hold.hpp"
 #include "util/event_fd.hpp"
 #include "util/unique_fd.hpp"
 
@@ -35,7 +35,7 @@ class EtcdHold : public LeasedHold {
   Contender me_;
   std::string prefix_;
   std::int64_t held_at_;  // the revision of the reply that showed us holding
-  EventFd stop_watch_;  // readable when the watch must end
+  EventFd stop_watch_;    // readable when the watch must end
   std::thread watcher_;
 };
 

@@ -14,7 +14,7 @@ std::string contender_key(const std::string& prefix, std::int64_t lease, int lim
   return fmt::format("{}/sem{}-{:x}", prefix, limit, lease);
 }
 
-HolderRecord record_of(const std::string& prefix, const Contender& c) {
+HolderRecord holder_of_contender(const std::string& prefix, const Contender& c) {
   HolderRecord r = HolderRecord::from_value(prefix, c.value, c.key);  // etcdctl's are empty
   r.token = static_cast<std::uint64_t>(c.create_revision);
   return r;
@@ -46,10 +46,8 @@ Position position_in(const std::vector<Contender>& queue, std::int64_t my_revisi
   for (const Contender& c : queue) {
     if (c.create_revision >= my_revision) break;
     if (c.limit != my_limit) {
-      if (my_limit == 1)
-        throw not_lock_use(printable(c.key) + " is a semaphore's");
-      if (c.limit == 1)
-        throw not_semaphore_use(printable(c.key) + " is a lock's");
+      if (my_limit == 1) throw not_lock_use(printable(c.key) + " is a semaphore's");
+      if (c.limit == 1) throw not_semaphore_use(printable(c.key) + " is a lock's");
       throw limit_conflict(c.limit, my_limit);
     }
     ++p.ahead;

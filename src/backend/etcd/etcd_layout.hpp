@@ -54,7 +54,7 @@ std::optional<Contender> parse_contender(const std::string& prefix, const KeyVal
 
 // Who a contender is, as its key's value says (a record of lock's, or etcdctl's empty value), with
 // its create revision as the fencing token.
-HolderRecord record_of(const std::string& prefix, const Contender& c);
+HolderRecord holder_of_contender(const std::string& prefix, const Contender& c);
 
 // The put of a contender's key, with its value, on its lease.
 nlohmann::json put_of(const Contender& c, std::int64_t lease_id);

@@ -27,17 +27,21 @@ EtcdLease::EtcdLease(const EtcdConfig& config, LeaseTiming timing, Deadline ask_
   // The keeper's thread has a connection of its own.
   auto keeper_client = std::make_shared<EtcdClient>(config);
   std::int64_t id = id_;
-  keeper_ = std::make_unique<LeaseKeeper>(timing, sent, [keeper_client, id](std::chrono::milliseconds timeout, const Wake& stop) {
-    KeepAlive reply = keeper_client->call("lease keepalive", "/v3/lease/keepalive", {{"ID", std::to_string(id)}},
-                                          timeout, [id](std::string_view body) { return decode_keepalive(body, id); },
-                                          &stop);
-    std::string where = keeper_client->where("lease keepalive");
-    if (reply.error && reply.error->code == 14) throw ServerUnavailable(where + reply.error->message, std::nullopt);
-    if (reply.error && reply.error->code != 5) throw EtcdError(where + reply.error->message, reply.error->code);
-    // etcd answers a keepalive for a lease it no longer has with no TTL at all.
-    if (reply.error || reply.ttl == 0)
-      throw LeaseGone(fmt::format("etcd says lease {:x} no longer exists (revoked or expired)", id));
-  });
+  keeper_ = std::make_unique<LeaseKeeper>(
+      timing, sent, [keeper_client, id](std::chrono::milliseconds timeout, const Wake& stop) {
+        KeepAlive reply = keeper_client->call(
+            "lease keepalive", "/v3/lease/keepalive", {{"ID", std::to_string(id)}}, timeout,
+            [id](std::string_view body) { return decode_keepalive(body, id); }, &stop);
+        std::string where = keeper_client->where("lease keepalive");
+        if (reply.error && reply.error->code == 14)
+          throw ServerUnavailable(where + reply.error->message, std::nullopt);
+        if (reply.error && reply.error->code != 5)
+          throw EtcdError(where + reply.error->message, reply.error->code);
+        // etcd answers a keepalive for a lease it no longer has with no TTL at all.
+        if (reply.error || reply.ttl == 0)
+          throw LeaseGone(
+              fmt::format("etcd says lease {:x} no longer exists (revoked or expired)", id));
+      });
 }
 
 EtcdLease::~EtcdLease() { revoke(Deadline::after(kReleaseBudget)); }
@@ -53,8 +57,8 @@ void EtcdLease::revoke(Deadline budget) {
   if (failure && keeper_->may_be_gone())  // the hold was lost: the lease may be gone already
     verbose("{}", *failure);
   else if (failure)
-    fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n", *failure,
-               id_, format_go_duration(ttl_));
+    fmt::print(stderr, "lock: {}; lease {:x} and our key expire by themselves within {}\n",
+               *failure, id_, format_go_duration(ttl_));
 }
 
 // What went wrong, if the lease may still be there.
@@ -68,8 +72,9 @@ std::optional<std::string> EtcdLease::send_revoke(Deadline budget) {
       verbose("revoked lease {:x}", id_);
       return std::nullopt;
     } catch (const EtcdError& e) {
-      if (e.code == 5) return std::nullopt;  // NotFound: expired or revoked by someone else, gone all the same
-      return e.what();  // etcd said no (permissions, say): asking again changes nothing
+      if (e.code == 5)
+        return std::nullopt;  // NotFound: expired or revoked by someone else, gone all the same
+      return e.what();        // etcd said no (permissions, say): asking again changes nothing
     } catch (const NetworkError& e) {  // 5xx or no answer: worth another try while time is left
       failure = e.what();
     } catch (const std::exception& e) {  // ours, or out of memory: this runs in a destructor too

@@ -40,7 +40,8 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given& given
   std::string user = env_or_empty("ETCDCTL_USER");
   auto colon = user.find(':');
   c.user = user.substr(0, colon);
-  c.password = colon == std::string::npos ? env_or_empty("ETCDCTL_PASSWORD") : user.substr(colon + 1);
+  c.password =
+      colon == std::string::npos ? env_or_empty("ETCDCTL_PASSWORD") : user.substr(colon + 1);
   auto ttl = o->session_ttl;
   if (ttl < std::chrono::seconds(1) || ttl % std::chrono::seconds(1) != ttl.zero())
     throw UsageError("-session-ttl for etcd must be a whole number of seconds, at least 1s");
@@ -49,12 +50,12 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given& given
 
 }  // namespace
 
-const BackendInfo kEtcdBackend{
-    .name = "etcd",
-    .companion = "lock-net",
-    .flags = rows_of({kTlsFlags, kLeaseFlags, kEndpointsFlags}),
-    .selecting_flags = {"endpoints"},
-    .variables = {"ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY", "ETCDCTL_USER", "ETCDCTL_PASSWORD"},
-    .configure = configure};
+const BackendInfo kEtcdBackend{.name = "etcd",
+                               .companion = "lock-net",
+                               .flags = rows_of({kTlsFlags, kLeaseFlags, kEndpointsFlags}),
+                               .selecting_flags = {"endpoints"},
+                               .variables = {"ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY",
+                                             "ETCDCTL_USER", "ETCDCTL_PASSWORD"},
+                               .configure = configure};
 
 }  // namespace lk

@@ -17,6 +17,7 @@ struct EtcdOptions : LeasedConfig {
 extern const BackendInfo kEtcdBackend;
 
 std::unique_ptr<Backend> make_etcd_backend(const BackendConfig& config);
-PrefixStatus read_etcd_status(const BackendConfig& config, const std::string& prefix, const Wake* wake);
+PrefixStatus read_etcd_status(const BackendConfig& config, const std::string& prefix,
+                              const Wake* wake);
 
 }  // namespace lk

@@ -12,22 +12,23 @@ PrefixStatus ranked(int limit, std::vector<HolderRecord> by_revision) {
   PrefixStatus s;
   s.limit = limit;
   for (std::size_t rank = 0; rank < by_revision.size(); ++rank)
-    (rank < static_cast<std::size_t>(limit) ? s.holders : s.waiters).push_back(std::move(by_revision[rank]));
+    (rank < static_cast<std::size_t>(limit) ? s.holders : s.waiters)
+        .push_back(std::move(by_revision[rank]));
   return s;
 }
 
 }  // namespace
 
-PrefixStatus status_of(const std::string& prefix, const std::vector<Contender>& by_revision) {
+PrefixStatus status_of_queue(const std::string& prefix, const std::vector<Contender>& by_revision) {
   if (by_revision.empty()) return {};
   std::vector<HolderRecord> records;
-  for (const Contender& c : by_revision) records.push_back(record_of(prefix, c));
+  for (const Contender& c : by_revision) records.push_back(holder_of_contender(prefix, c));
   return ranked(by_revision.front().limit, std::move(records));
 }
 
 void EtcdPrefixView::reset(const std::vector<Contender>& contenders, std::int64_t revision) {
   contenders_.clear();
-  for (const Contender& c : contenders) contenders_[c.key] = {c, record_of(prefix_, c)};
+  for (const Contender& c : contenders) contenders_[c.key] = {c, holder_of_contender(prefix_, c)};
   read_at_ = revision_ = revision;
 }
 
@@ -40,7 +41,7 @@ void EtcdPrefixView::apply(const WatchEvent& event) {
   if (event.deleted) {
     contenders_.erase(event.kv.key);
   } else if (auto c = parse_contender(prefix_, event.kv)) {
-    contenders_[c->key] = {*c, record_of(prefix_, *c)};
+    contenders_[c->key] = {*c, holder_of_contender(prefix_, *c)};
   }
 }
 
@@ -49,7 +50,8 @@ PrefixStatus EtcdPrefixView::status() const {
   for (const auto& [key, entry] : contenders_) queue.push_back(&entry);
   std::sort(queue.begin(), queue.end(), [](const Entry* a, const Entry* b) {
     const Contender &x = a->contender, &y = b->contender;
-    return std::tie(x.create_revision, x.key) < std::tie(y.create_revision, y.key);  // etcd's revisions are unique
+    return std::tie(x.create_revision, x.key) <
+           std::tie(y.create_revision, y.key);  // etcd's revisions are unique
   });
   if (queue.empty()) return {};
   std::vector<HolderRecord> records;

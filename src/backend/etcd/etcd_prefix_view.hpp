@@ -15,7 +15,7 @@ namespace lk {
 
 // Who holds and who waits, for contenders in create-revision order: the limit is the first
 // one's, and the first that many hold.
-PrefixStatus status_of(const std::string& prefix, const std::vector<Contender>& by_revision);
+PrefixStatus status_of_queue(const std::string& prefix, const std::vector<Contender>& by_revision);
 
 class EtcdPrefixView {
  public:

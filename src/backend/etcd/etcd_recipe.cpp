@@ -25,7 +25,8 @@ json QueueRange::request(bool with_values, bool newest_first, std::int64_t newes
 }
 
 json QueueRange::watch(std::int64_t start_revision) const {
-  return {{"key", base64_encode(from)}, {"range_end", base64_encode(to)},
+  return {{"key", base64_encode(from)},
+          {"range_end", base64_encode(to)},
           {"start_revision", std::to_string(start_revision)}};
 }
 
@@ -50,7 +51,8 @@ Queue queue_of(const std::string& prefix, const RangeReply& reply, std::int64_t 
 // (a longer prefix's, "<prefix>/a/b"): it may then hold fewer contenders than a turn needs,
 // while more wait further back. Such a read is made again whole.
 bool window_short(const RangeReply& read, const Queue& q, std::int64_t asked) {
-  return static_cast<std::int64_t>(read.kvs.size()) >= asked && q.contenders.size() < read.kvs.size();
+  return static_cast<std::int64_t>(read.kvs.size()) >= asked &&
+         q.contenders.size() < read.kvs.size();
 }
 
 // How one look at the queue ended.
@@ -84,7 +86,7 @@ constexpr int kLooksBehind = 3;
 // watch made meanwhile is behind) would cost up to 2 × kLooksBehind more requests each, and the
 // server's work per contender would grow with N.
 Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me, const Queue& q,
-               const Wake& wake, bool may_lag) {
+                  const Wake& wake, bool may_lag) {
   if (q.contenders.empty() || q.contenders.back().key != me.key ||
       q.contenders.back().create_revision != me.create_revision)
     throw Error("our key " + me.key + " vanished while we waited (lease expired or revoked)");
@@ -102,36 +104,43 @@ Turn wait_deletes(EtcdClient& client, const LockSpec& spec, const Contender& me,
     watch["filters"] = {"NOPUT"};
     watch["prev_kv"] = true;
   } else {
-    watch = {{"key", base64_encode(pos.predecessor->key)}, {"start_revision", std::to_string(q.revision + 1)}};
+    watch = {{"key", base64_encode(pos.predecessor->key)},
+             {"start_revision", std::to_string(q.revision + 1)}};
   }
-  verbose("waiting with {} ahead of us; {}",
-          pos.ahead > spec.limit ? fmt::format("more than {}", spec.limit) : std::to_string(pos.ahead),
-          head ? "first in line, so any holder's release lets us in"
-               : "behind " + printable(pos.predecessor->key) + " (" +
-                     printable(record_of(spec.prefix, *pos.predecessor).name) + ")");
+  verbose(
+      "waiting with {} ahead of us; {}",
+      pos.ahead > spec.limit ? fmt::format("more than {}", spec.limit) : std::to_string(pos.ahead),
+      head ? "first in line, so any holder's release lets us in"
+           : "behind " + printable(pos.predecessor->key) + " (" +
+                 printable(holder_of_contender(spec.prefix, *pos.predecessor).name) + ")");
   Turn turn = Turn::quiet;
-  client.watch(watch, [&](const WatchMessage& m) {
-    if (m.created && !m.canceled && m.revision > q.revision && next_in_line && !may_lag) {
-      verbose("etcd is at revision {} already, past the queue we read: reading it again", m.revision);
-      turn = Turn::behind;
-      return false;
-    }
-    for (const WatchEvent& event : m.events) {
-      bool changed;
-      if (head)  // a key ahead of us went (a deleted key's create revision is in its prev_kv)
-        changed = event.deleted && (!event.prev_kv || event.prev_kv->create_revision < me.create_revision);
-      else
-        changed = event.deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
-      if (changed) {
-        turn = Turn::changed;
-        return false;
-      }
-    }
-    if (m.canceled && m.compact_revision == 0)
-      throw client.watch_refused(m);
-    if (m.canceled) turn = Turn::changed;  // compacted away: read the queue again
-    return !m.canceled;
-  }, wake);
+  client.watch(
+      watch,
+      [&](const WatchMessage& m) {
+        if (m.created && !m.canceled && m.revision > q.revision && next_in_line && !may_lag) {
+          verbose("etcd is at revision {} already, past the queue we read: reading it again",
+                  m.revision);
+          turn = Turn::behind;
+          return false;
+        }
+        for (const WatchEvent& event : m.events) {
+          bool changed;
+          if (head)  // a key ahead of us went (a deleted key's create revision is in its prev_kv)
+            changed = event.deleted &&
+                      (!event.prev_kv || event.prev_kv->create_revision < me.create_revision);
+          else
+            changed =
+                event.deleted || spec.limit > 1;  // a semaphore's predecessor writes when it holds
+          if (changed) {
+            turn = Turn::changed;
+            return false;
+          }
+        }
+        if (m.canceled && m.compact_revision == 0) throw client.watch_refused(m);
+        if (m.canceled) turn = Turn::changed;  // compacted away: read the queue again
+        return !m.canceled;
+      },
+      wake);
   return turn;
 }
 
@@ -146,11 +155,13 @@ std::optional<Queue> try_acquire(EtcdClient& client, std::int64_t lease_id, cons
                                  Contender& me, std::chrono::milliseconds timeout) {
   json kv = put_of(me, lease_id);
   QueueRange range(spec.prefix);
-  json txn = {{"compare", {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"},
-                            {"result", "EQUAL"}}}},
-              {"success", {{{"request_put", kv}},
-                           {{"request_range", range.request(verbose_enabled(), true, keys_to_read(spec))}}}},
-              {"failure", {{{"request_range", range.request(verbose_enabled(), true)}}}}};
+  json txn = {
+      {"compare",
+       {{{"target", "CREATE"}, {"key", kv["key"]}, {"create_revision", "0"}, {"result", "EQUAL"}}}},
+      {"success",
+       {{{"request_put", kv}},
+        {{"request_range", range.request(verbose_enabled(), true, keys_to_read(spec))}}}},
+      {"failure", {{{"request_range", range.request(verbose_enabled(), true)}}}}};
   QueuedKey queued = client.call("txn", "/v3/kv/txn", txn, timeout, [&](std::string_view body) {
     return decode_queue_txn(body, me.key, lease_id, range.from, range.to);
   });
@@ -168,19 +179,20 @@ Queue read_queue(EtcdClient& client, const std::string& prefix, std::int64_t max
   QueueRange range(prefix);
   json request = range.request(with_values, newest > 0, newest);
   if (max_revision) request["max_create_revision"] = std::to_string(max_revision);
-  RangeReply reply = client.call("range", "/v3/kv/range", request, std::chrono::seconds(5),
-                                 [&](std::string_view body) {
-                                   RangeReply r = decode_range(body, range.from, range.to);
-                                   if (newest > 0)
-                                     oldest_first(r.kvs);
-                                   else
-                                     check_create_order(r.kvs);
-                                   if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
-                                     throw MalformedReply("a key created after the revision asked for");
-                                   return r;
-                                 }, wake);
+  RangeReply reply = client.call(
+      "range", "/v3/kv/range", request, std::chrono::seconds(5),
+      [&](std::string_view body) {
+        RangeReply r = decode_range(body, range.from, range.to);
+        if (newest > 0) oldest_first(r.kvs);
+        else check_create_order(r.kvs);
+        if (max_revision && !r.kvs.empty() && r.kvs.back().create_revision > max_revision)
+          throw MalformedReply("a key created after the revision asked for");
+        return r;
+      },
+      wake);
   Queue q = queue_of(prefix, reply, max_revision);
-  if (newest > 0 && window_short(reply, q, newest)) return read_queue(client, prefix, max_revision, with_values, wake);
+  if (newest > 0 && window_short(reply, q, newest))
+    return read_queue(client, prefix, max_revision, with_values, wake);
   return q;
 }
 

@@ -21,7 +21,8 @@ namespace lk {
 struct QueueRange {
   explicit QueueRange(const std::string& prefix);
   // The read of all of it, oldest first; or newest first, at most `newest` keys when above 0.
-  nlohmann::json request(bool with_values, bool newest_first = false, std::int64_t newest = 0) const;
+  nlohmann::json request(bool with_values, bool newest_first = false,
+                         std::int64_t newest = 0) const;
   // A watch on all of it, from `start_revision` on.
   nlohmann::json watch(std::int64_t start_revision) const;
   std::string from, to;

@@ -112,8 +112,8 @@ KeyValue etcd_kv(const json& kv) {
     if (!bytes) throw MalformedReply(fmt::format("{} is not base64", field));
     return *bytes;
   };
-  KeyValue out{decode("key"), decode("value"), etcd_int(kv, "create_revision"), etcd_int(kv, "lease"),
-               etcd_int(kv, "mod_revision")};
+  KeyValue out{decode("key"), decode("value"), etcd_int(kv, "create_revision"),
+               etcd_int(kv, "lease"), etcd_int(kv, "mod_revision")};
   if (out.create_revision < 0) throw MalformedReply("create_revision is negative");
   if (out.mod_revision < 0) throw MalformedReply("mod_revision is negative");
   return out;
@@ -180,9 +180,11 @@ std::vector<KeyValue> keys_in(const json& range, std::int64_t revision, const st
   std::vector<KeyValue> out;
   for (const json& item : array_at(range, "kvs")) {
     KeyValue kv = etcd_kv(item);
-    bool inside = range_end.empty() ? kv.key == key
-                                    : kv.key >= key && (range_end == std::string(1, '\0') || kv.key < range_end);
-    if (!inside) throw MalformedReply("it names key " + printable(kv.key) + ", which was not asked for");
+    bool inside = range_end.empty()
+                      ? kv.key == key
+                      : kv.key >= key && (range_end == std::string(1, '\0') || kv.key < range_end);
+    if (!inside)
+      throw MalformedReply("it names key " + printable(kv.key) + ", which was not asked for");
     if (kv.create_revision <= 0) throw MalformedReply("create_revision missing or 0");
     if (kv.create_revision > revision)
       throw MalformedReply(fmt::format("create_revision {} is past the store's revision {}",
@@ -214,22 +216,27 @@ QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::i
   const json& responses = array_at(reply, "responses");
   // Both branches end with the read of the queue; the success branch starts with the put.
   if (responses.size() != (out.created ? 2u : 1u))
-    throw MalformedReply(fmt::format("{} responses where {} were asked for", responses.size(),
-                                     out.created ? 2 : 1));
-  if (out.created && !responses[0].is_object()) throw MalformedReply("the put's response is not an object");
-  if (out.created && !responses[0].contains("response_put")) throw MalformedReply("the put's response missing");
+    throw MalformedReply(
+        fmt::format("{} responses where {} were asked for", responses.size(), out.created ? 2 : 1));
+  if (out.created && !responses[0].is_object())
+    throw MalformedReply("the put's response is not an object");
+  if (out.created && !responses[0].contains("response_put"))
+    throw MalformedReply("the put's response missing");
   if (!responses.back().is_object()) throw MalformedReply("the read's response is not an object");
   auto range = responses.back().find("response_range");
-  if (range == responses.back().end() || !range->is_object()) throw MalformedReply("the read's response missing");
+  if (range == responses.back().end() || !range->is_object())
+    throw MalformedReply("the read's response missing");
   out.queue.kvs = keys_in(*range, out.queue.revision, queue_from, queue_end);
   oldest_first(out.queue.kvs);
   auto ours = [&](const KeyValue& kv) { return kv.key == key; };
   auto mine = std::find_if(out.queue.kvs.begin(), out.queue.kvs.end(), ours);
   if (mine == out.queue.kvs.end()) throw MalformedReply("our key is not in the queue read");
-  if (std::count_if(mine, out.queue.kvs.end(), ours) > 1) throw MalformedReply("our key is in the queue read twice");
+  if (std::count_if(mine, out.queue.kvs.end(), ours) > 1)
+    throw MalformedReply("our key is in the queue read twice");
   out.create_revision = mine->create_revision;
   if (mine->lease != lease)
-    throw MalformedReply(fmt::format("our key is attached to lease {}, not ours ({})", hex(mine->lease), hex(lease)));
+    throw MalformedReply(fmt::format("our key is attached to lease {}, not ours ({})",
+                                     hex(mine->lease), hex(lease)));
   // Our put is the transaction's one write, so it created the key at the revision it made.
   if (out.created && out.create_revision != out.queue.revision)
     throw MalformedReply(fmt::format("create_revision {} is not the revision {} of our put",
@@ -237,7 +244,8 @@ QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::i
   return out;
 }
 
-RangeReply decode_range(std::string_view body, const std::string& key, const std::string& range_end) {
+RangeReply decode_range(std::string_view body, const std::string& key,
+                        const std::string& range_end) {
   json reply = parse_object(body);
   RangeReply out;
   out.revision = header_revision(reply);
@@ -266,7 +274,8 @@ WatchMessage decode_watch_message(std::string_view line) {
     auto kv = e.find("kv");
     if (kv == e.end() || !kv->is_object()) throw MalformedReply("an event without its key");
     WatchEvent event{type == "DELETE", etcd_kv(*kv), std::nullopt};
-    if (auto prev = e.find("prev_kv"); prev != e.end() && !prev->is_null()) event.prev_kv = etcd_kv(*prev);
+    if (auto prev = e.find("prev_kv"); prev != e.end() && !prev->is_null())
+      event.prev_kv = etcd_kv(*prev);
     out.events.push_back(std::move(event));
   }
   return out;
@@ -291,8 +300,10 @@ std::vector<std::string> LineSplitter::feed(std::string_view chunk) {
     chunk.remove_prefix(eol + 1);
   }
   if (partial_.size() + std::min(chunk.size(), max_line_ + 1) > max_line_)
-    throw MalformedReply(max_line_ % (1 << 20) ? fmt::format("a line of the stream is longer than {} bytes", max_line_)
-                                                : fmt::format("a line of the stream is longer than {} MiB", max_line_ >> 20));
+    throw MalformedReply(
+        max_line_ % (1 << 20)
+            ? fmt::format("a line of the stream is longer than {} bytes", max_line_)
+            : fmt::format("a line of the stream is longer than {} MiB", max_line_ >> 20));
   partial_.append(chunk);
   return lines;
 }

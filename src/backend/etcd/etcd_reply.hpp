@@ -21,8 +21,6 @@
 
 namespace lk {
 
-
-
 // A decimal int64 with an optional '-', nothing else: nullopt for anything else or out of range.
 std::optional<std::int64_t> parse_int64(std::string_view text);
 
@@ -86,7 +84,7 @@ void oldest_first(std::vector<KeyValue>& newest_first);
 struct QueuedKey {
   bool created = false;  // this transaction's put created our key
   std::int64_t create_revision = 0;
-  RangeReply queue;      // in create-revision order; its revision is the transaction's
+  RangeReply queue;  // in create-revision order; its revision is the transaction's
 };
 QueuedKey decode_queue_txn(std::string_view body, const std::string& key, std::int64_t lease,
                            const std::string& queue_from, const std::string& queue_end);

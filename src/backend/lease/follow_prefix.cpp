@@ -39,14 +39,17 @@ class Silence {
   }
   // Until the budget ends, rounded up so that it has ended then.
   milliseconds left() const {
-    return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(schedule_.stop_at() - Clock::now()));
+    return std::max(milliseconds(0),
+                    std::chrono::ceil<milliseconds>(schedule_.stop_at() - Clock::now()));
   }
 
   Error error(const std::string& prefix) const {
-    auto silent = std::chrono::duration_cast<milliseconds>(Clock::now() - schedule_.last_ack_send());
-    return Error(fmt::format("stopped watching prefix '{}': no answer for {} ms, as long as a hold keeps its "
-                             "lease without one (-session-ttl, -kill-after){}",
-                             printable(prefix), silent.count(), why_.empty() ? "" : ": " + why_));
+    auto silent =
+        std::chrono::duration_cast<milliseconds>(Clock::now() - schedule_.last_ack_send());
+    return Error(fmt::format(
+        "stopped watching prefix '{}': no answer for {} ms, as long as a hold keeps its "
+        "lease without one (-session-ttl, -kill-after){}",
+        printable(prefix), silent.count(), why_.empty() ? "" : ": " + why_));
   }
 
  private:
@@ -69,7 +72,8 @@ class Silence {
       auto* network = dynamic_cast<const NetworkError*>(&e);
       schedule_.failed(sent, Clock::now(), network ? retry_after_of(*network) : std::nullopt);
       verbose("no answer to a probe of the server ({}); again in {}ms", e.what(),
-              std::chrono::duration_cast<milliseconds>(schedule_.next_attempt() - Clock::now()).count());
+              std::chrono::duration_cast<milliseconds>(schedule_.next_attempt() - Clock::now())
+                  .count());
     }
   }
 
@@ -98,7 +102,8 @@ void follow_prefix(const std::string& prefix, Deadline deadline, const Interrupt
   auto keep_going = [&] { return !asked_to_stop() && !silence.over(); };
   Wake wake{{timer.get(), interrupt.fd, silence.fd()}, keep_going};
   Heard heard = [&] { silence.heard(); };
-  Backoff backoff(std::chrono::milliseconds(50), std::chrono::duration_cast<milliseconds>(timing.retry_every));
+  Backoff backoff(std::chrono::milliseconds(50),
+                  std::chrono::duration_cast<milliseconds>(timing.retry_every));
   while (keep_going()) {
     auto started = Clock::now();
     milliseconds pause;
@@ -114,9 +119,11 @@ void follow_prefix(const std::string& prefix, Deadline deadline, const Interrupt
       break;
     } catch (const NetworkError& e) {
       silence.failed(e);
-      pause = std::max(backoff.next(), milliseconds(retry_after_of(e).value_or(std::chrono::seconds(0))));
+      pause = std::max(backoff.next(),
+                       milliseconds(retry_after_of(e).value_or(std::chrono::seconds(0))));
       pause = std::min(pause, silence.left());
-      verbose("watching prefix '{}' failed ({}); again in {}ms", printable(prefix), e.what(), pause.count());
+      verbose("watching prefix '{}' failed ({}); again in {}ms", printable(prefix), e.what(),
+              pause.count());
     }
     if (!pause_unless_woken(pause, &wake)) break;
   }

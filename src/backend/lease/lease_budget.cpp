@@ -87,7 +87,8 @@ std::string LeaseTiming::describe() const {
       go(stop_grace), go(safe()), go(retry_every), guaranteed_retries(), monitor_retry);
 }
 
-RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at, Phase phase)
+RenewalSchedule::RenewalSchedule(const LeaseTiming& timing, Clock::time_point granted_at,
+                                 Phase phase)
     : timing_(timing),
       last_ack_send_(granted_at),
       next_(granted_at + timing.renew_after(phase)),

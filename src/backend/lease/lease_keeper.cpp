@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "backend/errors.hpp"
-#include "util/duration.hpp"
 #include "net/wake.hpp"
+#include "util/duration.hpp"
 #include "util/log.hpp"
 
 namespace lk {
@@ -24,8 +24,7 @@ std::string go(Clock::duration d) {
 }  // namespace
 
 LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew)
-    : renew_(std::move(renew)),
-      schedule_(timing, granted_at, LeaseTiming::Phase::waiting) {
+    : renew_(std::move(renew)), schedule_(timing, granted_at, LeaseTiming::Phase::waiting) {
   verbose("{}", timing.describe());
   thread_ = std::thread([this] { run(); });
 }
@@ -87,7 +86,8 @@ bool LeaseKeeper::start_holding() {
 
 void LeaseKeeper::publish_deadline(std::function<void(Clock::time_point)> publish) {
   std::lock_guard lock(mutex_);
-  if (!schedule_.holding()) throw std::logic_error("a lease not yet kept for a holder has no deadline to publish");
+  if (!schedule_.holding())
+    throw std::logic_error("a lease not yet kept for a holder has no deadline to publish");
   publish_ = std::move(publish);
   publish_(schedule_.dead_by());
 }
@@ -141,14 +141,16 @@ void LeaseKeeper::run() {
     }
     lock.lock();
     if (error.empty()) {
-      if (schedule_.failures()) verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
+      if (schedule_.failures())
+        verbose("renewed the lease after {} failed attempt(s)", schedule_.failures());
       succeeded(now);
       continue;
     }
     last_error = error;
     schedule_.failed(now, Clock::now(), retry_after);
-    verbose("renewing the lease failed ({}); retrying in {}; the stop begins in {} without a renewal",
-            error, go(schedule_.next_attempt() - Clock::now()), go(schedule_.stop_at() - Clock::now()));
+    verbose(
+        "renewing the lease failed ({}); retrying in {}; the stop begins in {} without a renewal",
+        error, go(schedule_.next_attempt() - Clock::now()), go(schedule_.stop_at() - Clock::now()));
   }
 }
 

@@ -27,7 +27,9 @@ Wake LeaseWait::wake() {
 bool LeaseWait::lease_fit_to_hold() {
   if (keeper_.start_holding()) return true;
   while (keep_going()) {
-    pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0},
+    pollfd fds[] = {{timer_.get(), POLLIN, 0},
+                    {interrupt_.fd, POLLIN, 0},
+                    {keeper_.loss_fd(), POLLIN, 0},
                     {keeper_.held_fd(), POLLIN, 0}};
     poll(fds, 4, -1);
     if (fds[3].revents) return true;
@@ -36,7 +38,8 @@ bool LeaseWait::lease_fit_to_hold() {
 }
 
 void LeaseWait::pause(std::chrono::milliseconds pause) {
-  pollfd fds[] = {{timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0}};
+  pollfd fds[] = {
+      {timer_.get(), POLLIN, 0}, {interrupt_.fd, POLLIN, 0}, {keeper_.loss_fd(), POLLIN, 0}};
   poll(fds, 3, static_cast<int>(pause.count()));  // negative descriptors are skipped
 }
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "backend/local/local_record.hpp"
 #include "backend/local/local_options.hpp"
 #include "backend/local/local_recipe.hpp"
+#include "backend/local/local_record.hpp"
 #include "backend/local/prefix_dir.hpp"
 #include "backend/local/prefix_watch.hpp"
 #include "backend/local/state_dir.hpp"
@@ -26,8 +26,10 @@ std::unique_ptr<Backend> make_local_backend(const BackendConfig& config) {
 }
 
 // Without making the state directory: a missing one says that nobody has used any prefix.
-PrefixStatus read_local_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
-  return LocalBackend(static_cast<const LocalOptions&>(config).state_dir, true).status(prefix, wake);
+PrefixStatus read_local_status(const BackendConfig& config, const std::string& prefix,
+                               const Wake* wake) {
+  return LocalBackend(static_cast<const LocalOptions&>(config).state_dir, true)
+      .read_status(prefix, wake);
 }
 
 LocalBackend::LocalBackend(const std::string& state_path, bool only_look)
@@ -52,7 +54,8 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
       // A failure because the state or the prefix's directory was taken away meanwhile (a cleaner
       // of /tmp, rm -rf of the state directory): we were queued where nobody else looks, so
       // start over where newcomers go. Any other (out of space or inodes, say) is the run's end.
-      bool gave_up = dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
+      bool gave_up =
+          dynamic_cast<const AcquireTimeout*>(&e) || dynamic_cast<const Interrupted*>(&e);
       bool moved = dir ? dir->moved() : !leads_to(state_path_, state_.get());
       bool start_over = !gave_up && ++start_overs <= 10 && moved;
       // Our ticket and slot are closed by now; what this run created goes too, unless someone
@@ -68,7 +71,7 @@ std::unique_ptr<Hold> LocalBackend::acquire(const LockSpec& spec, Deadline deadl
   }
 }
 
-PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
+PrefixStatus LocalBackend::read_status(const std::string& prefix, const Wake*) {
   PrefixStatus status;
   if (!state_) return status;  // no state directory: nobody has used any prefix
   std::string name = encode_prefix(prefix);
@@ -79,7 +82,8 @@ PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
   }
   for (const auto& text : locked_contents(dir.get(), "slot."))
     status.holders.push_back(parse_record(text));
-  for (const auto& text : locked_contents(dir.get(), "q.")) status.waiters.push_back(parse_record(text));
+  for (const auto& text : locked_contents(dir.get(), "q."))
+    status.waiters.push_back(parse_record(text));
   if (status.holders.empty() && status.waiters.empty()) return status;
   UniqueFd meta = open_untrusted_file(dir.get(), "meta", O_RDONLY);
   auto text = meta ? read_state_file(meta.get()) : std::nullopt;
@@ -87,7 +91,8 @@ PrefixStatus LocalBackend::status(const std::string& prefix, const Wake*) {
   return status;
 }
 
-void LocalBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+void LocalBackend::watch_status(const std::string& prefix, Deadline deadline,
+                                const Interrupt& interrupt,
                                 const std::function<void(const PrefixStatus&)>& show) {
   using Woken = PrefixWatch::Woken;
   // A record is written just after its file is locked: a look in between sees a holder or a
@@ -101,7 +106,7 @@ void LocalBackend::watch_status(const std::string& prefix, Deadline deadline, co
   PrefixWatch watch(state_.get(), encode_prefix(prefix));
   for (Woken woken = Woken::event; woken == Woken::event;) {
     watch.arm();
-    PrefixStatus s = status(prefix, nullptr);
+    PrefixStatus s = read_status(prefix, nullptr);
     auto unwritten = [](const HolderRecord& r) { return !r.says_who(); };
     if (std::any_of(s.holders.begin(), s.holders.end(), unwritten) ||
         std::any_of(s.waiters.begin(), s.waiters.end(), unwritten)) {

@@ -12,10 +12,10 @@ class LocalBackend : public Backend {
   // `state_path` as the user gave it, empty for the default. `only_look`: for status only, so a
   // missing state directory is not created.
   LocalBackend(const std::string& state_path, bool only_look);
-  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt, const Queued& queued) override;
+  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline, const Interrupt& interrupt,
+                                const Queued& queued) override;
   // Who holds `prefix` and who waits: the status reader the registry names.
-  PrefixStatus status(const std::string& prefix, const Wake* wake);
+  PrefixStatus read_status(const std::string& prefix, const Wake* wake);
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override;
 

@@ -33,17 +33,19 @@ std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrup
   if (!fd) throw state_file_error("the fencing counter @fence");
   LockTarget target{fd.get(), LockKind::exclusive};
   if (!lock_any({&target, 1}, deadline, interrupt))
-    throw AcquireTimeout("timed out waiting for the state directory's fencing counter (@fence), "
-                         "which another lock holds and does not let go (a stopped process?)");
+    throw AcquireTimeout(
+        "timed out waiting for the state directory's fencing counter (@fence), "
+        "which another lock holds and does not let go (a stopped process?)");
   char buf[32] = {};
   std::uint64_t last = 0;
   if (pread(fd.get(), buf, sizeof buf - 1, 0) > 0) last = std::strtoull(buf, nullptr, 10);
   // Only a hand (or another program) puts it there; wrapping around would hand out a token lower
   // than earlier ones, which is what a fencing token must never be.
   if (last == std::numeric_limits<std::uint64_t>::max())
-    throw Error("the state directory's fencing counter (@fence) is at the end of its range, so no "
-                "token can be higher than the ones handed out; it was written by something else "
-                "than lock: remove it once nothing checks tokens from this directory");
+    throw Error(
+        "the state directory's fencing counter (@fence) is at the end of its range, so no "
+        "token can be higher than the ones handed out; it was written by something else "
+        "than lock: remove it once nothing checks tokens from this directory");
   auto now = std::chrono::duration_cast<std::chrono::microseconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
@@ -57,9 +59,8 @@ std::uint64_t next_fencing_token(int state_fd, Deadline deadline, const Interrup
 // directory above the state directory is renamed or something is mounted over it, and an inotify
 // instance per holder would stop at 128 holders per user (fs.inotify.max_user_instances), so the
 // look is on a timer: one wakeup and one stat call each period, and no kernel quota. The wakeup
-// is what costs (measured: about 150 us of CPU each in a virtual machine, once the CPU it wakes
-// was idle), so that ten thousand holders checking every second filled both cores of a 2-core
-// machine; every 5 s they take a seventh of one.
+// is what costs, so the period is as long as a holder may go unaware: ten thousand holders of a
+// small machine looking every second would keep its cores busy (README, the local backend).
 constexpr std::chrono::seconds kPathCheckEvery{5};
 
 // Every holder's timer fires on the same multiples of the period on the system-wide monotonic
@@ -150,7 +151,8 @@ class LocalHold : public Hold {
 }  // namespace
 
 std::unique_ptr<Hold> hold_slot(PrefixDir& dir, int slot, UniqueFd fd, std::optional<Ticket> place,
-                                HolderRecord record, Deadline deadline, const Interrupt& interrupt) {
+                                HolderRecord record, Deadline deadline,
+                                const Interrupt& interrupt) {
   UniqueFd timer = new_path_check_timer();  // before the token: failing here spends none
   record.token = next_fencing_token(dir.state_fd(), deadline, interrupt);
   std::string key = dir.path(PrefixDir::slot_file(slot));

@@ -6,7 +6,9 @@ namespace lk {
 namespace {
 
 const FlagInfo kLocalFlags[] = {
-    {.name = "state-dir", .env = "LOCK_STATE_DIR", .value = Value::path,
+    {.name = "state-dir",
+     .env = "LOCK_STATE_DIR",
+     .value = Value::path,
      .help = "Directory of the local backend's lock files (default /run/lock/lock, "
              "/run/lock/lock-<uid> or /tmp/lock-<uid>)",
      .after = "backend"},
@@ -23,6 +25,7 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given& given
 
 }  // namespace
 
-const BackendInfo kLocalBackend{.name = "local", .flags = rows_of({kLocalFlags}), .configure = configure};
+const BackendInfo kLocalBackend{
+    .name = "local", .flags = rows_of({kLocalFlags}), .configure = configure};
 
 }  // namespace lk

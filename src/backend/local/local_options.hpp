@@ -15,6 +15,7 @@ struct LocalOptions : BackendConfig {
 extern const BackendInfo kLocalBackend;
 
 std::unique_ptr<Backend> make_local_backend(const BackendConfig& config);
-PrefixStatus read_local_status(const BackendConfig& config, const std::string& prefix, const Wake* wake);
+PrefixStatus read_local_status(const BackendConfig& config, const std::string& prefix,
+                               const Wake* wake);
 
 }  // namespace lk

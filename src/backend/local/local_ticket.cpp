@@ -20,8 +20,8 @@ Ticket::Ticket(const PrefixDir& dir, Meta& meta, const HolderRecord& waiter) : d
     dir.write_meta(meta);  // first: dying before the ticket exists leaves a gap in the numbers
     file_ = PrefixDir::ticket_file(number_);
     remove_if_ours(dir_fd_, file_.c_str());
-    fd_.reset(openat(dir_fd_, file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     0600));
+    fd_.reset(
+        openat(dir_fd_, file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd_) break;
     if (errno != EEXIST) throw sys_error("cannot create " + dir.path(file_));
   }

@@ -29,7 +29,7 @@ struct Waiter {
   int done_fd;
   pthread_t thread{};
   bool started = false;
-  std::atomic<int> result{-1};  // -1 pending, 0 locked, else errno
+  std::atomic<int> result{-1};        // -1 pending, 0 locked, else errno
   std::atomic<bool> finished{false};  // set last: from then on the thread touches nothing of ours
 
   static void* run(void* self_ptr) {
@@ -55,10 +55,8 @@ void stop_all(std::vector<Waiter>& waiters) {
     if (w.started && !w.finished.load()) pthread_cancel(w.thread);
   for (auto& w : waiters) {
     if (!w.started) continue;
-    if (w.finished.load())
-      pthread_detach(w.thread);
-    else
-      pthread_join(w.thread, nullptr);
+    if (w.finished.load()) pthread_detach(w.thread);
+    else pthread_join(w.thread, nullptr);
     w.started = false;
   }
 }
@@ -72,10 +70,8 @@ std::optional<std::size_t> keep_first_locked(std::vector<Waiter>& waiters) {
   std::optional<std::size_t> winner;
   for (std::size_t i = 0; i < waiters.size(); ++i) {
     if (waiters[i].result.load() != 0) continue;
-    if (!winner)
-      winner = i;
-    else
-      unlock(waiters[i].target.fd);
+    if (!winner) winner = i;
+    else unlock(waiters[i].target.fd);
   }
   return winner;
 }

@@ -16,7 +16,7 @@ enum class LockKind : short { shared = F_RDLCK, exclusive = F_WRLCK };
 
 bool try_lock(int fd, LockKind kind);  // false when another open file holds a conflicting lock
 void unlock(int fd);
-bool is_locked_elsewhere(int fd);      // does another open file hold a lock on this file?
+bool is_locked_elsewhere(int fd);  // does another open file hold a lock on this file?
 
 struct LockTarget {
   int fd;

@@ -141,8 +141,7 @@ Meta PrefixDir::read_meta() const {
 
 std::string format_meta(const Meta& m) {
   char buf[80];
-  int n = std::snprintf(buf, sizeof buf, "limit %10d next %20" PRIu64 "\n", m.limit,
-                        m.next_ticket);
+  int n = std::snprintf(buf, sizeof buf, "limit %10d next %20" PRIu64 "\n", m.limit, m.next_ticket);
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
@@ -158,7 +157,9 @@ std::string PrefixDir::ticket_file(std::uint64_t number) {
   return buf;
 }
 
-std::string PrefixDir::held_file(std::uint64_t number) { return "h" + ticket_file(number).substr(1); }
+std::string PrefixDir::held_file(std::uint64_t number) {
+  return "h" + ticket_file(number).substr(1);
+}
 
 std::uint64_t PrefixDir::ticket_number(const std::string& file) {
   return std::strtoull(file.c_str() + 2, nullptr, 10);
@@ -180,8 +181,7 @@ std::vector<std::string> PrefixDir::tickets(bool held_too) const {
 bool PrefixDir::any_locked(std::string_view kind, std::vector<std::string>* seen) const {
   bool locked = false;
   for_each_entry(dir_.get(), [&](const char* name) {
-    if (locked || std::string_view(name) == "meta" || !starts_with(name, kind))
-      return;
+    if (locked || std::string_view(name) == "meta" || !starts_with(name, kind)) return;
     // Anything but a regular file is no ticket or slot of ours: neither locked nor ours to remove.
     UniqueFd fd = open_untrusted_file(dir_.get(), name, O_RDONLY);
     if (!fd) return;

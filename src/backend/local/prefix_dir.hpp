@@ -58,16 +58,17 @@ class PrefixDir {
   // Tickets' file names in arrival order, those of dead waiters included; with `held_too`, the
   // holder's h.<n> among them. Only names of the form ticket_file() makes.
   std::vector<std::string> tickets(bool held_too = false) const;
-  bool someone_waits() const;                  // is any ticket still locked by its waiter?
-  bool moved() const;  // is the directory no longer at its path (removed, or moved away)?
+  bool someone_waits() const;  // is any ticket still locked by its waiter?
+  bool moved() const;          // is the directory no longer at its path (removed, or moved away)?
   static std::string ticket_file(std::uint64_t number);
   static std::string held_file(std::uint64_t number);
   static std::uint64_t ticket_number(const std::string& file);
   static std::string slot_file(int slot);
 
   // With the meta lock held: when no ticket and no slot is locked, removes the prefix's files and
-  // directory, those of our user's (remove_if_ours); true once the meta file is gone. A newcomer that opened them before the removal finds its meta file unlinked once it
-  // gets the lock, and starts over; one that comes after creates them afresh.
+  // directory, those of our user's (remove_if_ours); true once the meta file is gone. A newcomer
+  // that opened them before the removal finds its meta file unlinked once it gets the lock, and
+  // starts over; one that comes after creates them afresh.
   bool remove_if_idle();
   // The same, on the way out: waits at most 200 ms for the meta lock (one held longer belongs to
   // a stopped process, and then the next user of the prefix cleans up). Never fails: only

@@ -12,9 +12,10 @@
 namespace lk {
 namespace {
 
-constexpr std::uint32_t kStateEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
-constexpr std::uint32_t kPrefixEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
-                                        IN_MODIFY | IN_CLOSE_WRITE | IN_ONLYDIR;
+constexpr std::uint32_t kStateEvents =
+    IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
+constexpr std::uint32_t kPrefixEvents =
+    IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_ONLYDIR;
 
 // inotify takes a path; the one of a descriptor we hold names what we opened, whatever has been
 // renamed or mounted over since.
@@ -23,7 +24,9 @@ std::string path_of(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 }  // namespace
 
 PrefixWatch::PrefixWatch(int state_fd, std::string name)
-    : state_fd_(state_fd), name_(std::move(name)), inotify_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    : state_fd_(state_fd),
+      name_(std::move(name)),
+      inotify_(inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
   if (!inotify_) throw sys_error("cannot watch the state directory (inotify)");
   state_wd_ = inotify_add_watch(inotify_.get(), path_of(state_fd_).c_str(), kStateEvents);
   if (state_wd_ < 0) throw sys_error("cannot watch the state directory");

@@ -24,8 +24,9 @@ bool still_names(int dir_fd, const char* name, int fd) {
 
 Error state_file_error(const std::string& path) {
   if (errno == ENOTSUP)
-    return Error(path + " is not a regular file (someone put a link, FIFO, socket or device "
-                        "there); remove it");
+    return Error(path +
+                 " is not a regular file (someone put a link, FIFO, socket or device "
+                 "there); remove it");
   return sys_error("cannot open " + path);
 }
 

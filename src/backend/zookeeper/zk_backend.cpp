@@ -14,7 +14,8 @@
 namespace lk {
 namespace {
 
-HolderRecord record_of(const std::string& prefix, const std::optional<ZkNode>& node) {
+// Who a node's data says it is: lock's record, or a Curator client's; its czxid is the token.
+HolderRecord holder_of_node(const std::string& prefix, const std::optional<ZkNode>& node) {
   auto owner = node ? parse_node_data(node->data) : std::nullopt;
   HolderRecord r = owner ? owner->record
                          : HolderRecord::named(prefix, node ? node->data : "",
@@ -25,7 +26,8 @@ HolderRecord record_of(const std::string& prefix, const std::optional<ZkNode>& n
 
 // Who holds the prefix and who waits, as its nodes say; with `watch`, each node read (or the
 // prefix's, while it does not exist) is left watched.
-PrefixStatus read_status(ZkSession& session, const std::string& prefix, bool watch, const Wake* wake) {
+PrefixStatus read_nodes(ZkSession& session, const std::string& prefix, bool watch,
+                        const Wake* wake) {
   std::string base = zk_path(prefix);
   PrefixStatus s;
   auto children = session.children(base, watch, kZkRequestTimeout, wake);
@@ -37,27 +39,31 @@ PrefixStatus read_status(ZkSession& session, const std::string& prefix, bool wat
     return session.get(child_path(dir, name), watch, kZkRequestTimeout, wake);
   };
   auto list = [&](const std::string& dir, std::string_view kind) {
-    return curator_sorted(session.children(dir, watch, kZkRequestTimeout, wake).value_or(std::vector<std::string>{}), kind);
+    return curator_sorted(
+        session.children(dir, watch, kZkRequestTimeout, wake).value_or(std::vector<std::string>{}),
+        kind);
   };
   // A semaphore's layout, unless its leases are an empty container left over from an earlier use
   // (the server reaps those only at its next container check).
   std::string leases = base + "/leases";
   std::vector<std::string> taken;
-  if (std::find(children->begin(), children->end(), "leases") != children->end()) taken = list(leases, kLeaseName);
+  if (std::find(children->begin(), children->end(), "leases") != children->end())
+    taken = list(leases, kLeaseName);
   if (taken.empty()) {
     s.limit = 1;
     int rank = 0;
     for (const auto& name : curator_sorted(*children, kLockName))
       if (name != "locks" && name != "leases")
-        (rank++ == 0 ? s.holders : s.waiters).push_back(record_of(prefix, node(base, name)));
+        (rank++ == 0 ? s.holders : s.waiters).push_back(holder_of_node(prefix, node(base, name)));
     if (s.holders.empty()) s.limit = 0;
     return s;
   }
   std::vector<HolderRecord> records;
   for (const auto& name : taken) {
     auto lease = node(leases, name);
-    if (auto owner = lease ? parse_node_data(lease->data) : std::nullopt) s.limit = std::max(s.limit, owner->limit);
-    records.push_back(record_of(prefix, lease));
+    if (auto owner = lease ? parse_node_data(lease->data) : std::nullopt)
+      s.limit = std::max(s.limit, owner->limit);
+    records.push_back(holder_of_node(prefix, lease));
   }
   if (s.limit == 0) {  // Curator's alone, which store no limit: every lease holds
     s.limit_unknown = true;
@@ -68,7 +74,8 @@ PrefixStatus read_status(ZkSession& session, const std::string& prefix, bool wat
   // Behind them, those queued on the internal mutex; its first has its lease node counted above.
   std::string locks = base + "/locks";
   auto queue = list(locks, kLockName);
-  for (std::size_t i = 1; i < queue.size(); ++i) s.waiters.push_back(record_of(prefix, node(locks, queue[i])));
+  for (std::size_t i = 1; i < queue.size(); ++i)
+    s.waiters.push_back(holder_of_node(prefix, node(locks, queue[i])));
   if (s.holders.empty() && s.waiters.empty()) s = PrefixStatus{};
   return s;
 }
@@ -85,8 +92,9 @@ std::unique_ptr<Backend> make_zk_backend(const BackendConfig& config) {
   return std::make_unique<ZkBackend>(prepared(config));
 }
 
-PrefixStatus read_zk_status(const BackendConfig& config, const std::string& prefix, const Wake* wake) {
-  return ZkBackend(prepared(config)).status(prefix, wake);
+PrefixStatus read_zk_status(const BackendConfig& config, const std::string& prefix,
+                            const Wake* wake) {
+  return ZkBackend(prepared(config)).read_status(prefix, wake);
 }
 
 std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline,
@@ -106,10 +114,10 @@ std::unique_ptr<Hold> ZkBackend::acquire(const LockSpec& spec, Deadline deadline
   return leased_acquire(spec, deadline, interrupt, queued, recipe);
 }
 
-PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {
+PrefixStatus ZkBackend::read_status(const std::string& prefix, const Wake* wake) {
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
   ZkSession session(config_.connect, ttl, Deadline::after(ttl), wake);
-  return read_status(session, prefix, false, wake);
+  return read_nodes(session, prefix, false, wake);
 }
 
 // Reads with watches left on every node read, and waits for one to fire. A watch fires once, and
@@ -117,7 +125,8 @@ PrefixStatus ZkBackend::status(const std::string& prefix, const Wake* wake) {
 // before the read, so that anything after it wakes the wait. The C client sets the watches again
 // on the server it reconnects to; a session that expired takes them with it, and the next look
 // makes a new one.
-void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
+void ZkBackend::watch_status(const std::string& prefix, Deadline deadline,
+                             const Interrupt& interrupt,
                              const std::function<void(const PrefixStatus&)>& show) {
   auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease.ttl);
   LeaseTiming timing = config_.lease.timing();
@@ -126,16 +135,19 @@ void ZkBackend::watch_status(const std::string& prefix, Deadline deadline, const
   // than a hold may go without an answer: the probe looks up the root, as a hold's keeper looks
   // up its node, which also stands in for the client's own ping.
   auto probe = [&](std::chrono::milliseconds timeout, const Wake& wake) {
-    if (!session) throw ZkUnreachable("ZooKeeper at " + printable(config_.connect) + ": no session yet");
+    if (!session)
+      throw ZkUnreachable("ZooKeeper at " + printable(config_.connect) + ": no session yet");
     session->exists("/", false, timeout, &wake);
   };
   auto look = [&](const Wake& wake, const Heard& heard) {
     // No server within the budget is a failure to retry; one that refuses us (authentication)
     // is an error at once.
-    if (!session) session = std::make_unique<ZkSession>(config_.connect, ttl, Deadline::after(timing.stop_after()), &wake);
+    if (!session)
+      session = std::make_unique<ZkSession>(config_.connect, ttl,
+                                            Deadline::after(timing.stop_after()), &wake);
     try {
       session->drain_events();
-      PrefixStatus status = read_status(*session, prefix, true, &wake);
+      PrefixStatus status = read_nodes(*session, prefix, true, &wake);
       heard();
       show(status);
     } catch (const ZkError& e) {

@@ -18,11 +18,11 @@ class ZkBackend : public Backend {
  public:
   explicit ZkBackend(ZkBackendConfig config) : config_(std::move(config)) {}
   // Who holds `prefix` and who waits: the status reader the registry names.
-  PrefixStatus status(const std::string& prefix, const Wake* wake);
+  PrefixStatus read_status(const std::string& prefix, const Wake* wake);
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override;
-  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline,
-                                const Interrupt& interrupt, const Queued& queued) override;
+  std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline, const Interrupt& interrupt,
+                                const Queued& queued) override;
 
  private:
   ZkBackendConfig config_;

@@ -20,17 +20,19 @@ std::string new_protection_id() {
   for (auto& x : b) x = static_cast<unsigned char>(byte(device));
   b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4, as UUID.randomUUID()
   b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
-  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                     b[12], b[13], b[14], b[15]);
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
 }
 
 std::string protected_name(const std::string& id, std::string_view name) {
   return "_c_" + id + "-" + std::string(name);
 }
 
-std::optional<std::string> find_protected(const std::vector<std::string>& children, const std::string& id) {
+std::optional<std::string> find_protected(const std::vector<std::string>& children,
+                                          const std::string& id) {
   std::string start = "_c_" + id + "-";
   for (const auto& child : children)
     if (child.starts_with(start)) return child;
@@ -40,7 +42,8 @@ std::optional<std::string> find_protected(const std::vector<std::string>& childr
 std::vector<std::string> curator_sorted(std::vector<std::string> children, std::string_view name) {
   auto key = [name](const std::string& child) {
     auto at = child.rfind(name);
-    return at == std::string::npos ? std::string_view(child) : std::string_view(child).substr(at + name.size());
+    return at == std::string::npos ? std::string_view(child)
+                                   : std::string_view(child).substr(at + name.size());
   };
   std::stable_sort(children.begin(), children.end(),
                    [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
@@ -62,7 +65,8 @@ std::optional<NodeOwner> parse_node_data(std::string_view data) {
       limit->get<long long>() > std::numeric_limits<int>::max())
     return std::nullopt;
   try {
-    return NodeOwner{HolderRecord::from_json(std::string(data)), static_cast<int>(limit->get<long long>())};
+    return NodeOwner{HolderRecord::from_json(std::string(data)),
+                     static_cast<int>(limit->get<long long>())};
   } catch (const Error&) {
     return std::nullopt;
   }

@@ -34,7 +34,8 @@ std::string new_protection_id();
 // "_c_<uuid>-<name>": what a create with protection and sequence asks for.
 std::string protected_name(const std::string& id, std::string_view name);
 // Our node among `children`, found by its protection id.
-std::optional<std::string> find_protected(const std::vector<std::string>& children, const std::string& id);
+std::optional<std::string> find_protected(const std::vector<std::string>& children,
+                                          const std::string& id);
 
 // `children` in Curator's order: by the text after the last `name` ("lock-", "lease-"), or by
 // the whole name for children that have none.

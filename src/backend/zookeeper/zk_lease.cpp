@@ -18,34 +18,38 @@ ZkLease::ZkLease(const std::string& connect, std::chrono::milliseconds requested
     try {
       return LeaseTiming::plan(session_->negotiated_timeout(), stop_grace, monitor_retry);
     } catch (const UsageError& e) {
-      throw UsageError(fmt::format("ZooKeeper granted a session timeout of {}ms ({}ms asked for): {}",
-                                   session_->negotiated_timeout().count(), requested_timeout.count(), e.what()));
+      throw UsageError(
+          fmt::format("ZooKeeper granted a session timeout of {}ms ({}ms asked for): {}",
+                      session_->negotiated_timeout().count(), requested_timeout.count(), e.what()));
     }
   }();
   if (auto shortfall = timing.shortfall()) fmt::print(stderr, "lock: {}\n", *shortfall);
   // The C client pings a session it has sent nothing on for a third of its timeout. A waiter's
   // look a little sooner than that takes the ping's place; a slower one would come on top of it.
-  timing.wait_renew_every = std::max(timing.renew_every,
-                                     std::min(timing.wait_renew_every, timing.ttl * 3 / 10));
+  timing.wait_renew_every =
+      std::max(timing.renew_every, std::min(timing.wait_renew_every, timing.ttl * 3 / 10));
 
-  keeper_ = std::make_unique<LeaseKeeper>(timing, session_->started_at(), [this](std::chrono::milliseconds timeout, const Wake& stop) {
-    std::string node;
-    {
-      std::lock_guard lock(mutex_);
-      node = node_;
-    }
-    try {
-      // Any answer shows that the session lived when the server read the request; looking up
-      // our own node also re-arms the watch that reports its deletion at once.
-      if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &stop) && !node.empty())
-        throw LeaseGone("our node " + printable(node) + " is gone (deleted by hand, or the session expired)");
-      std::lock_guard lock(mutex_);
-      if (!node.empty() && node == node_) armed_ = true;
-    } catch (const ZkError& e) {
-      if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");
-      throw;
-    }
-  });
+  keeper_ = std::make_unique<LeaseKeeper>(
+      timing, session_->started_at(), [this](std::chrono::milliseconds timeout, const Wake& stop) {
+        std::string node;
+        {
+          std::lock_guard lock(mutex_);
+          node = node_;
+        }
+        try {
+          // Any answer shows that the session lived when the server read the request; looking up
+          // our own node also re-arms the watch that reports its deletion at once.
+          if (!session_->exists(node.empty() ? "/" : node, !node.empty(), timeout, &stop) &&
+              !node.empty())
+            throw LeaseGone("our node " + printable(node) +
+                            " is gone (deleted by hand, or the session expired)");
+          std::lock_guard lock(mutex_);
+          if (!node.empty() && node == node_) armed_ = true;
+        } catch (const ZkError& e) {
+          if (e.code == ZSESSIONEXPIRED) throw LeaseGone("ZooKeeper expired our session");
+          throw;
+        }
+      });
   session_->set_listener([this](int type, int state, const std::string& path) {
     if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE)
       return keeper_->lose("ZooKeeper expired our session");
@@ -92,7 +96,8 @@ void ZkLease::end(const std::string& path) {
     if (keeper_->may_be_gone())  // the hold was lost: the session may be gone, and the node with it
       verbose("{}", e.what());
     else
-      fmt::print(stderr, "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
+      fmt::print(stderr,
+                 "lock: {}; our node goes when ZooKeeper expires the session, within {}ms\n",
                  e.what(), session_->negotiated_timeout().count());
     // Closing would wait for the same server again. The process is about to exit.
     abandon(std::move(session_));

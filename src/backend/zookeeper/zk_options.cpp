@@ -25,11 +25,10 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given& given
 
 }  // namespace
 
-const BackendInfo kZooKeeperBackend{
-    .name = "zookeeper",
-    .companion = "lock-zookeeper",
-    .flags = rows_of({kLeaseFlags, kEndpointsFlags}),
-    .variables = {"ZOOKEEPER_ENDPOINTS"},
-    .configure = configure};
+const BackendInfo kZooKeeperBackend{.name = "zookeeper",
+                                    .companion = "lock-zookeeper",
+                                    .flags = rows_of({kLeaseFlags, kEndpointsFlags}),
+                                    .variables = {"ZOOKEEPER_ENDPOINTS"},
+                                    .configure = configure};
 
 }  // namespace lk

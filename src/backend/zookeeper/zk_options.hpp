@@ -10,12 +10,14 @@
 namespace lk {
 
 struct ZkOptions : LeasedConfig {
-  std::string connect;  // host:port[,host:port...][/chroot]; the TTL is the session timeout asked for
+  std::string
+      connect;  // host:port[,host:port...][/chroot]; the TTL is the session timeout asked for
 };
 
 extern const BackendInfo kZooKeeperBackend;
 
 std::unique_ptr<Backend> make_zk_backend(const BackendConfig& config);
-PrefixStatus read_zk_status(const BackendConfig& config, const std::string& prefix, const Wake* wake);
+PrefixStatus read_zk_status(const BackendConfig& config, const std::string& prefix,
+                            const Wake* wake);
 
 }  // namespace lk

@@ -58,9 +58,13 @@ std::string child_path(const std::string& dir, const std::string& name) { return
 
 ZkContention::ZkContention(std::unique_ptr<ZkLease> lease, LeaseWait& wait, const LockSpec& spec,
                            const std::optional<std::string>& value)
-    : lease_(std::move(lease)), session_(lease_->session()), wait_(wait), spec_(spec),
+    : lease_(std::move(lease)),
+      session_(lease_->session()),
+      wait_(wait),
+      spec_(spec),
       base_(zk_path(spec.prefix)),
-      data_(value.value_or(node_data(HolderRecord::for_this_process(spec.prefix, spec.session_name), spec.limit))) {}
+      data_(value.value_or(
+          node_data(HolderRecord::for_this_process(spec.prefix, spec.session_name), spec.limit))) {}
 
 bool ZkContention::lock(const Queued& queued) {
   auto me = mutex(base_, queued);
@@ -175,7 +179,8 @@ bool ZkContention::arm_watch(const std::string& path) {
 }
 
 void ZkContention::vanished(const std::string& path) {
-  throw Error("our node " + printable(path) + " vanished while we waited (deleted by hand, or the session expired)");
+  throw Error("our node " + printable(path) +
+              " vanished while we waited (deleted by hand, or the session expired)");
 }
 
 void ZkContention::retry_later(const ZkUnreachable& e) {
@@ -227,7 +232,8 @@ std::optional<OwnNode> ZkContention::find_own(const std::string& dir, const std:
 }
 
 // Our node, made; nullopt when its parent is missing and `parent_may_be_missing`.
-std::optional<OwnNode> ZkContention::try_create(const std::string& path, bool parent_may_be_missing) {
+std::optional<OwnNode> ZkContention::try_create(const std::string& path,
+                                                bool parent_may_be_missing) {
   Stat stat{};
   std::string made;
   try {
@@ -266,7 +272,8 @@ void ZkContention::refuse_semaphore_layout(const std::vector<std::string>& child
 
 // A semaphore on a prefix where a lock is held: its nodes are right below the prefix.
 void ZkContention::refuse_lock_layout() {
-  auto children = session_.children(base_, false, kZkRequestTimeout, &wake_).value_or(std::vector<std::string>{});
+  auto children = session_.children(base_, false, kZkRequestTimeout, &wake_)
+                      .value_or(std::vector<std::string>{});
   for (const auto& child : children)
     if (child != "locks" && child != "leases")
       throw not_semaphore_use(printable(child_path(base_, child)) + " is a lock's");

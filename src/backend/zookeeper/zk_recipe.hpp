@@ -66,7 +66,8 @@ class ZkContention : public Contention {
                     MadeParents& parents);
   void refuse_semaphore_layout(const std::vector<std::string>& children);
   void refuse_lock_layout();
-  void check_limits(const std::string& dir, const std::vector<std::string>& children, const std::string& ours);
+  void check_limits(const std::string& dir, const std::vector<std::string>& children,
+                    const std::string& ours);
 
   std::unique_ptr<ZkLease> lease_;
   ZkSession& session_;

@@ -41,7 +41,8 @@ std::shared_ptr<Reply>* hand_over(const std::shared_ptr<Reply>& reply) {
   return new std::shared_ptr<Reply>(reply);
 }
 std::shared_ptr<Reply> take_back(const void* data) {
-  std::unique_ptr<std::shared_ptr<Reply>> own(static_cast<std::shared_ptr<Reply>*>(const_cast<void*>(data)));
+  std::unique_ptr<std::shared_ptr<Reply>> own(
+      static_cast<std::shared_ptr<Reply>*>(const_cast<void*>(data)));
   return *own;
 }
 
@@ -99,9 +100,11 @@ ZkSession::ZkSession(const std::string& connect, std::chrono::milliseconds reque
   handle_ = zookeeper_init(connect.c_str(), &ZkSession::on_event,
                            static_cast<int>(requested_timeout.count()), nullptr, this, 0);
   if (!handle_)
-    throw Error("cannot use the ZooKeeper endpoints '" + printable(connect) +
-                "': " + (errno == EINVAL || errno == 0 ? std::string("not host:port[,host:port...][/chroot], or a host that does not resolve")
-                                                       : std::strerror(errno)));
+    throw Error(
+        "cannot use the ZooKeeper endpoints '" + printable(connect) + "': " +
+        (errno == EINVAL || errno == 0
+             ? std::string("not host:port[,host:port...][/chroot], or a host that does not resolve")
+             : std::strerror(errno)));
   // The client resolves the host names again each time it polls its socket (a getaddrinfo and a
   // netlink query per request); a lock run lives for one session, so only a lost connection
   // needs a fresh resolution.
@@ -142,13 +145,16 @@ void ZkSession::wait_for_session(Deadline connect_by, const Wake* wake) {
     }
     // Passed, not merely less than a millisecond left: the caller tells -timeout by passed().
     if (ending == Ending::none && connect_by.passed()) stop_waiting(Ending::unreachable);
-    if (ending != Ending::none && (zoo_state(handle_) != ZOO_ASSOCIATING_STATE || answer_by.passed())) end();
+    if (ending != Ending::none &&
+        (zoo_state(handle_) != ZOO_ASSOCIATING_STATE || answer_by.passed()))
+      end();
     std::vector<pollfd> fds{{events_.fd(), POLLIN, 0}};
     if (wake && ending == Ending::none)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
     // The client leaves that state, for another try, without an event: looked at every 10 ms.
     auto left = ending == Ending::none ? connect_by.left(std::chrono::hours(24))
-                                       : std::min(answer_by.left(std::chrono::hours(24)), std::chrono::milliseconds(10));
+                                       : std::min(answer_by.left(std::chrono::hours(24)),
+                                                  std::chrono::milliseconds(10));
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
     drain_events();
     for (std::size_t i = 1; i < fds.size(); ++i)
@@ -157,7 +163,8 @@ void ZkSession::wait_for_session(Deadline connect_by, const Wake* wake) {
   const clientid_t* client = zoo_client_id(handle_);
   id_ = client ? client->client_id : 0;
   if (ending != Ending::none) {
-    verbose("ZooKeeper at {} gave us session {:x} after we had stopped waiting: closing it", printable(connect_), id_);
+    verbose("ZooKeeper at {} gave us session {:x} after we had stopped waiting: closing it",
+            printable(connect_), id_);
     end();
   }
 }
@@ -174,7 +181,8 @@ void ZkSession::on_event(zhandle_t* zh, int type, int state, const char* path, v
     std::lock_guard lock(self->mutex_);
     if (type == ZOO_SESSION_EVENT) {
       self->state_ = state;
-      if (state == ZOO_CONNECTED_STATE) self->negotiated_ = std::chrono::milliseconds(zoo_recv_timeout(zh));
+      if (state == ZOO_CONNECTED_STATE)
+        self->negotiated_ = std::chrono::milliseconds(zoo_recv_timeout(zh));
     }
     listener = self->listener_;
   }
@@ -204,15 +212,19 @@ std::string ZkSession::where() const { return "ZooKeeper at " + printable(connec
 
 template <class Send>
 std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
-                                       std::chrono::milliseconds timeout, const Wake* wake, Send send) {
+                                       std::chrono::milliseconds timeout, const Wake* wake,
+                                       Send send) {
   auto reply = std::make_shared<Reply>();
   auto* keep = hand_over(reply);
   int rc = send(keep);
   std::string what = std::string(op) + " " + printable(path);
   if (rc != ZOK) {
     delete keep;  // not sent: the completion will never run
-    if (rc == ZINVALIDSTATE) throw ZkError(where() + "our session " + state_name(ZOO_EXPIRED_SESSION_STATE), ZSESSIONEXPIRED);
-    if (rc == ZBADARGUMENTS) throw ZkError(where() + "refused to " + what + ": not a valid node path", rc);
+    if (rc == ZINVALIDSTATE)
+      throw ZkError(where() + "our session " + state_name(ZOO_EXPIRED_SESSION_STATE),
+                    ZSESSIONEXPIRED);
+    if (rc == ZBADARGUMENTS)
+      throw ZkError(where() + "refused to " + what + ": not a valid node path", rc);
     throw ZkUnreachable(where() + "cannot " + what + ": " + zerror(rc));
   }
   Deadline until = Deadline::after(timeout);
@@ -224,10 +236,13 @@ std::shared_ptr<Reply> ZkSession::call(const char* op, const std::string& path,
     std::vector<pollfd> fds{{reply->ready.fd(), POLLIN, 0}};
     if (wake)
       for (int fd : wake->fds) fds.push_back({fd, POLLIN, 0});
-    if (until.passed()) throw ZkUnreachable(where() + "no answer to " + what + " within " + std::to_string(timeout.count()) + "ms");
+    if (until.passed())
+      throw ZkUnreachable(where() + "no answer to " + what + " within " +
+                          std::to_string(timeout.count()) + "ms");
     auto left = until.left(timeout);
     poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(1, left.count())));
-    bool woken = std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& p) { return p.revents & POLLIN; });
+    bool woken =
+        std::any_of(fds.begin() + 1, fds.end(), [](const pollfd& p) { return p.revents & POLLIN; });
     if (wake && woken && !wake->keep_going()) throw Cancelled("cancelled");
   }
   if (unanswered(reply->rc)) throw ZkUnreachable(where() + what + ": " + zerror(reply->rc));
@@ -246,7 +261,8 @@ std::string ZkSession::create(const std::string& path, const std::string& data, 
                         &ZOO_OPEN_ACL_UNSAFE, flags, on_string_stat, keep);
   });
   if (reply->rc == ZNONODE)
-    throw ZkError(where() + "cannot create " + printable(path) + ": " + zerror(reply->rc), reply->rc);
+    throw ZkError(where() + "cannot create " + printable(path) + ": " + zerror(reply->rc),
+                  reply->rc);
   if (stat) *stat = reply->stat;
   return reply->value;
 }
@@ -255,8 +271,8 @@ void ZkSession::create_parents(const std::string& path, const std::string& data,
                                std::chrono::milliseconds timeout, const Wake* wake,
                                const std::string& existing, std::vector<std::string>& sent) {
   bool below = !existing.empty() && path.starts_with(existing + "/");
-  for (std::size_t slash = path.find('/', below ? existing.size() + 1 : 1); slash != std::string::npos;
-       slash = path.find('/', slash + 1)) {
+  for (std::size_t slash = path.find('/', below ? existing.size() + 1 : 1);
+       slash != std::string::npos; slash = path.find('/', slash + 1)) {
     std::string parent = path.substr(0, slash);
     sent.push_back(parent);
     try {
@@ -267,7 +283,8 @@ void ZkSession::create_parents(const std::string& path, const std::string& data,
       std::size_t chroot = connect_.find('/');
       if (e.code == ZNONODE && parent.rfind('/') == 0 && chroot != std::string::npos)
         throw Error(where() + "cannot create " + printable(parent) + ": the chroot " +
-                    printable(connect_.substr(chroot)) + " does not exist (create it, or leave it out of -endpoints)");
+                    printable(connect_.substr(chroot)) +
+                    " does not exist (create it, or leave it out of -endpoints)");
       if (e.code != ZNODEEXISTS) throw;
     }
   }
@@ -301,11 +318,14 @@ std::optional<std::vector<std::string>> ZkSession::children(const std::string& p
   return std::move(reply->names);
 }
 
-void ZkSession::set(const std::string& path, const std::string& data, std::chrono::milliseconds timeout) {
+void ZkSession::set(const std::string& path, const std::string& data,
+                    std::chrono::milliseconds timeout) {
   auto reply = call("write", path, timeout, nullptr, [&](void* keep) {
-    return zoo_aset(handle_, path.c_str(), data.data(), static_cast<int>(data.size()), -1, on_stat, keep);
+    return zoo_aset(handle_, path.c_str(), data.data(), static_cast<int>(data.size()), -1, on_stat,
+                    keep);
   });
-  if (reply->rc == ZNONODE) throw ZkError(where() + "write " + printable(path) + ": no such node", ZNONODE);
+  if (reply->rc == ZNONODE)
+    throw ZkError(where() + "write " + printable(path) + ": no such node", ZNONODE);
 }
 
 bool ZkSession::remove(const std::string& path, std::chrono::milliseconds timeout) {

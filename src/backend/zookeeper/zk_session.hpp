@@ -78,8 +78,9 @@ class ZkSession {
   // server once it has had a child and is empty again), from the root down, or only those below
   // `existing` when that ancestor is known to be there. Appends to `sent` each one whose create
   // went out and was not refused: made by this call, or perhaps (when no answer came).
-  void create_parents(const std::string& path, const std::string& data, std::chrono::milliseconds timeout,
-                      const Wake* wake, const std::string& existing, std::vector<std::string>& sent);
+  void create_parents(const std::string& path, const std::string& data,
+                      std::chrono::milliseconds timeout, const Wake* wake,
+                      const std::string& existing, std::vector<std::string>& sent);
   std::optional<Stat> exists(const std::string& path, bool watch, std::chrono::milliseconds timeout,
                              const Wake* wake = nullptr);
   std::optional<ZkNode> get(const std::string& path, bool watch, std::chrono::milliseconds timeout,

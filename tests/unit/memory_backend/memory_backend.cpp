@@ -41,12 +41,15 @@ class MemoryHold : public Hold {
   MemoryHold(Held& held, HolderRecord record) : held_(held), record_(std::move(record)) {}
   int loss_fd() const override { return -1; }
   std::optional<std::string> check_loss() override { return std::nullopt; }
-  EnvVars child_env() const override { return {{"LOCK_FENCING_TOKEN", std::to_string(record_.token)}}; }
+  EnvVars child_env() const override {
+    return {{"LOCK_FENCING_TOKEN", std::to_string(record_.token)}};
+  }
   std::vector<int> child_fds() const override { return {}; }
   void hold_until(const std::string& until) override { record_.until = until; }
   void release() override {
     auto& h = held_.holders;
-    h.erase(std::remove_if(h.begin(), h.end(), [&](const HolderRecord& r) { return r.token == record_.token; }),
+    h.erase(std::remove_if(h.begin(), h.end(),
+                           [&](const HolderRecord& r) { return r.token == record_.token; }),
             h.end());
   }
 
@@ -62,10 +65,12 @@ class MemoryBackend : public Backend {
   std::unique_ptr<Hold> acquire(const LockSpec& spec, Deadline deadline, const Interrupt& interrupt,
                                 const Queued&) override {
     Held& held = tables()[table_][spec.prefix];
-    if (!held.holders.empty() && held.limit != spec.limit) throw limit_conflict(held.limit, spec.limit);
+    if (!held.holders.empty() && held.limit != spec.limit)
+      throw limit_conflict(held.limit, spec.limit);
     // Nothing else in this process can free a slot meanwhile: the wait is for its end alone.
     if (static_cast<int>(held.holders.size()) >= spec.limit) {
-      if (!wait_unless_stopped(deadline, interrupt)) throw Interrupted("interrupted while waiting for the lock");
+      if (!wait_unless_stopped(deadline, interrupt))
+        throw Interrupted("interrupted while waiting for the lock");
       throw AcquireTimeout("timed out waiting for prefix '" + spec.prefix + "'");
     }
     held.limit = spec.limit;
@@ -78,11 +83,11 @@ class MemoryBackend : public Backend {
   // Nothing changes a table while its only thread watches it.
   void watch_status(const std::string& prefix, Deadline deadline, const Interrupt& interrupt,
                     const std::function<void(const PrefixStatus&)>& show) override {
-    show(status(prefix));
+    show(read_status(prefix));
     wait_unless_stopped(deadline, interrupt);
   }
 
-  PrefixStatus status(const std::string& prefix) const {
+  PrefixStatus read_status(const std::string& prefix) const {
     PrefixStatus s;
     auto table = tables().find(table_);
     if (table == tables().end()) return s;
@@ -101,8 +106,9 @@ std::unique_ptr<Backend> make_memory_backend(const BackendConfig& config) {
   return std::make_unique<MemoryBackend>(static_cast<const MemoryOptions&>(config).table);
 }
 
-PrefixStatus read_memory_status(const BackendConfig& config, const std::string& prefix, const Wake*) {
-  return MemoryBackend(static_cast<const MemoryOptions&>(config).table).status(prefix);
+PrefixStatus read_memory_status(const BackendConfig& config, const std::string& prefix,
+                                const Wake*) {
+  return MemoryBackend(static_cast<const MemoryOptions&>(config).table).read_status(prefix);
 }
 
 }  // namespace lk

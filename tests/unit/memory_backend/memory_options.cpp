@@ -6,9 +6,12 @@ namespace lk {
 namespace {
 
 const FlagInfo kMemoryFlags[] = {
-    {.name = "memory-table", .env = "LOCK_MEMORY_TABLE", .value = Value::name,
+    {.name = "memory-table",
+     .env = "LOCK_MEMORY_TABLE",
+     .value = Value::name,
      .help = "Table of the memory backend's locks, in this process (default: main)",
-     .group = "Network Options", .after = "endpoints"},
+     .group = "Network Options",
+     .after = "endpoints"},
 };
 
 std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given&) {

@@ -16,6 +16,7 @@ struct MemoryOptions : BackendConfig {
 extern const BackendInfo kMemoryBackend;
 
 std::unique_ptr<Backend> make_memory_backend(const BackendConfig& config);
-PrefixStatus read_memory_status(const BackendConfig& config, const std::string& prefix, const Wake* wake);
+PrefixStatus read_memory_status(const BackendConfig& config, const std::string& prefix,
+                                const Wake* wake);
 
 }  // namespace lk
