@@ -17,9 +17,8 @@ namespace {
 
 // The consul backend's configuration for `flags` (which choose it), with a prefix and a child.
 ConsulOptions consul_with(Args flags) {
-  Options o = with(std::move(flags));
-  REQUIRE(o.backend == "consul");
-  return config_of<ConsulOptions>(o);
+  flags.insert(flags.end(), {"p", "cmd"});
+  return config_with<ConsulOptions>(flags, "consul");
 }
 
 }  // namespace

@@ -14,11 +14,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-EtcdOptions etcd_with(const Args& args) {
-  Options o = parse_options(args);
-  REQUIRE(o.backend == "etcd");
-  return config_of<EtcdOptions>(o);
-}
+EtcdOptions etcd_with(const Args& args) { return config_with<EtcdOptions>(args, "etcd"); }
 
 }  // namespace
 

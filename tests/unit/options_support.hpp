@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/options.hpp"
@@ -65,6 +66,14 @@ const Config& config_of(const Options& o) {
   auto* config = dynamic_cast<const Config*>(o.backend_config.get());
   REQUIRE(config);
   return *config;
+}
+
+// The configuration that `args` give `backend`, which they must choose.
+template <class Config>
+Config config_with(const Args& args, std::string_view backend) {
+  Options o = parse_options(args);
+  REQUIRE(o.backend == backend);
+  return config_of<Config>(o);
 }
 
 }  // namespace lk::test

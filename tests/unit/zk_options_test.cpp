@@ -14,18 +14,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-ZkOptions zookeeper_with(const Args& args) {
-  Options o = parse_options(args);
-  REQUIRE(o.backend == "zookeeper");
-  return config_of<ZkOptions>(o);
-}
+ZkOptions zookeeper_with(const Args& args) { return config_with<ZkOptions>(args, "zookeeper"); }
 
 }  // namespace
 
 TEST_CASE("zookeeper: a connect string from the flag or ZOOKEEPER_ENDPOINTS, 127.0.0.1:2181 else") {
   EnvScope env;
-  ZkOptions z =
-      zookeeper_with({"-backend", "zookeeper", "-endpoints", "zk1:2181,zk2:2181/app", "p", "c"});
+  ZkOptions z = config_with<ZkOptions>(
+      {"-backend", "zookeeper", "-endpoints", "zk1:2181,zk2:2181/app", "p", "c"}, "zookeeper");
   CHECK(z.connect == "zk1:2181,zk2:2181/app");  // as ZooKeeper reads it, no URL scheme added
   CHECK(z.session_ttl == 10s);
 
@@ -36,8 +32,8 @@ TEST_CASE("zookeeper: a connect string from the flag or ZOOKEEPER_ENDPOINTS, 127
   env.set("LOCK_BACKEND", "zookeeper");
   CHECK(zookeeper_with({"-endpoints", "zk4:2181", "p", "c"}).connect == "zk4:2181");
 
-  ZkOptions ttl =
-      zookeeper_with({"-backend", "zookeeper", "-session-ttl", "4500ms", "-value", "v", "p", "c"});
+  ZkOptions ttl = config_with<ZkOptions>(
+      {"-backend", "zookeeper", "-session-ttl", "4500ms", "-value", "v", "p", "c"}, "zookeeper");
   CHECK(ttl.session_ttl == 4500ms);
   CHECK(ttl.value == "v");
   CHECK(error_of({"-backend", "zookeeper", "-session-ttl", "500us", "p", "c"}) ==
