@@ -17,7 +17,8 @@ execs=${1:-10000000}
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 cxx=${FUZZ_CXX:-clang++-14}
 targets=(fuzz_go_flags fuzz_duration fuzz_holder_record fuzz_prefix fuzz_consul_reply fuzz_etcd_reply
-         fuzz_etcd_stream fuzz_http_response fuzz_zk_layout fuzz_state_files fuzz_metrics_file)
+         fuzz_etcd_stream fuzz_etcd_watch fuzz_http_response fuzz_zk_layout fuzz_state_files
+         fuzz_metrics_file fuzz_pg_record fuzz_pg_locks)
 if (($# > 1)); then
   shift
   for t; do

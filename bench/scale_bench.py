@@ -7,9 +7,13 @@ Per row:
 - drain: the time until the last contender is done;
 - requests per contender, counted by the server: etcd's gRPC calls (lease renewals apart: each
   tool renews on a timer, so they measure the wait, not the recipe; the CPU counts them), every
-  packet ZooKeeper received (pings and renewals included), every request the Consul double saw;
+  packet ZooKeeper received (pings and renewals included), every request the Consul double saw,
+  every statement PostgreSQL logged for the bench's role (log_statement = all, set for that role
+  alone: the fixture's own queries are not counted, and the log's writing is in the CPU of both
+  tools alike);
 - the server's CPU per contender, until it holds nothing of the run any more (the expiry of
-  leases a tool leaves behind counts as its own);
+  leases a tool leaves behind counts as its own; for PostgreSQL, until every session's backend
+  has ended: the postmaster's time, its reaped children's and its live children's, from /proc);
 - the mean peak RSS of one contender (GNU time);
 - on the local backend, where the kernel is the server, fairness: every contender comes back
   three times, and the longest of its runs over the mean run.
@@ -19,6 +23,11 @@ holder, each one's wall time, and what they left on the server.
 
 Consul runs on its API double, which is no server to time or weigh: only its requests count, and
 the peer is the port of Go's client (api.Lock, api.Semaphore), whose memory is not Go's.
+
+PostgreSQL runs at -n 1 beside withlock (npm advisory-lock, the same advisory lock for a name) and
+at -n 2 alone, withlock having no semaphore; each ends with lock's server CPU per contender from
+the smallest N to the largest, which the recipe keeps flat: one session and a few statements per
+contender, the server's own queue handing the lock on.
 """
 import argparse
 import os
@@ -147,6 +156,60 @@ class Consul(Served):
 
     def sessions(self):
         return self.server.sessions()
+
+
+class Postgres(Served):
+    name, peer = "postgres", "withlock"
+
+    def __init__(self, lock, n, connections):
+        from postgres_server import PostgresServer
+        self.lock, self.n = lock, n
+        self.server = PostgresServer(max_connections=max(300, connections))
+        self.name = f"postgres -n {n}"
+        if n != 1:
+            self.peer = None  # withlock has no semaphore
+        self.holders = None
+
+    def __enter__(self):
+        from postgres_bench import ServerCpu, StatementLog
+        super().__enter__()
+        self.reader = ServerCpu(self.server.pid)
+        self.log = StatementLog(self.server).__enter__()
+        self.statements = 0
+        return self
+
+    def environment(self):
+        from postgres_bench import client_env
+        return client_env(self.server)
+
+    def argv(self, tool, prefix, child, flags=()):
+        if tool == "lock":
+            return [self.lock, "-backend", "postgres", "-n", str(self.n), *flags, "-shell=false", prefix, *child]
+        from postgres_bench import withlock
+        return withlock(prefix, *child)
+
+    def left(self, prefix):
+        """Sessions and advisory locks on the server. Called first with the try path's holders
+        alone connected, then after the runs, when it waits (up to 10 s) for the backends of the
+        runs' sessions, which their clients closed as they timed out, to end."""
+        if self.holders is None:
+            self.holders = set(self.reader.sessions())
+        else:
+            deadline = time.monotonic() + 10
+            while not set(self.reader.sessions()) <= self.holders and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.holders = None
+        return len(self.reader.sessions()) + len(self.server.advisory_locks())
+
+    def requests(self):
+        self.statements += self.log.read()[0]
+        return self.statements
+
+    def cpu(self):
+        return self.reader.seconds()
+
+    def sessions(self):
+        return self.reader.sessions()
 
 
 class Local:
@@ -293,7 +356,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lock", required=True)
     ap.add_argument("--n", default="10,100,200")
-    ap.add_argument("--backends", default="local,etcd,zookeeper,consul")
+    ap.add_argument("--backends", default="local,etcd,zookeeper,consul,postgres")
     ap.add_argument("--try-n", type=int, default=0, help="also the try path at this many contenders")
     ap.add_argument("--hold-ms", type=int, default=20, help="how long each contender's child holds")
     a = ap.parse_args()
@@ -303,22 +366,26 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         makers = {"local": lambda: Local(a.lock, scratch), "etcd": lambda: Etcd(a.lock),
                   "zookeeper": lambda: ZooKeeper(a.lock),
-                  "consul": lambda: [Consul(a.lock, 1), Consul(a.lock, 2)]}
+                  "consul": lambda: [Consul(a.lock, 1), Consul(a.lock, 2)],
+                  "postgres": lambda: [Postgres(a.lock, 1, max(sizes) + a.try_n + 10),
+                                       Postgres(a.lock, 2, max(sizes) + a.try_n + 10)]}
         for wanted in a.backends.split(","):
             made = makers[wanted]()
             for backend in made if isinstance(made, list) else [made]:
                 local = isinstance(backend, Local)
+                tools = ("lock", backend.peer) if backend.peer else ("lock",)
                 print(f"\n{'backend':12} {'N':>5} {'tool':16} " + " ".join(
                     f"{title:>{w}}" for _, title, w in columns_of(local)))
                 with backend:
                     # A round of each first, unmeasured: a JVM's server compiles its hot paths
                     # then, and that work is neither tool's. A round of 10 left some of it to the
                     # first measured run (1.5x its tool's CPU at N = 200); one of 100 does not.
-                    for tool in ("lock", backend.peer):
+                    for tool in tools:
                         fleet(backend, backend.argv(tool, f"warm-{tool.split()[0]}", child), min(100, max(sizes)), 1, scratch)
+                    per_n = {}
                     for i, n in enumerate(sizes):
                         rows = {}
-                        for tool in ("lock", backend.peer)[::-1 if i % 2 else 1]:
+                        for tool in tools[::-1 if i % 2 else 1]:
                             prefix = f"scale{n}-{tool.split()[0]}-{time.time_ns()}"
                             rows[tool] = fleet(backend, backend.argv(tool, prefix, child), n,
                                                LOCAL_ROUNDS if local else 1, scratch)
@@ -327,7 +394,14 @@ def main():
                                 for key in ("drain", "rss"):
                                     rows[tool].pop(key)
                             report_row(backend, n, tool, rows[tool], local)
-                        report(backend, n, rows, local)
+                        if backend.peer:
+                            report(backend, n, rows, local)
+                        per_n[n] = rows["lock"]
+                    if isinstance(backend, Postgres):
+                        cpu = {n: row["cpu"] for n, row in per_n.items()}
+                        print(f"{backend.name:12} lock's server CPU ms/contender from N = {min(cpu)} to "
+                              f"{max(cpu)}: {cpu[max(cpu)] / cpu[min(cpu)] if cpu[min(cpu)] else float('nan'):.2f}x ("
+                              + ", ".join(f"{v:.2f} at {n}" for n, v in cpu.items()) + ")", flush=True)
                     if a.try_n and not local:
                         failed |= not try_path(backend, a.try_n, scratch)
     if failed:

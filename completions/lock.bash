@@ -82,7 +82,7 @@ _lock() {
             timeout | try | min-hold | kill-after | session-ttl | lock-delay)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "1s 5s 30s 5m 1h" -- "$value") ;;
             backend)
-                mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper" -- "$value") ;;
+                mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper postgres" -- "$value") ;;
             ready)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "hold wait" -- "$value") ;;
             state-dir | ca-path)

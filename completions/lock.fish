@@ -65,7 +65,7 @@ complete -c lock -n $options -o metrics-file -r -F -d "Write the run's outcome a
 complete -c lock -n $options -o kill-after -x -a $durations -d 'Time between SIGTERM and SIGKILL'
 complete -c lock -n $options -o verbose -d 'Say what lock is doing, on stderr'
 complete -c lock -n $options -o ready -x -a 'hold wait' -d 'When to tell systemd the unit is ready'
-complete -c lock -n $options -o backend -x -a 'local consul etcd zookeeper' -d 'Where the lock lives'
+complete -c lock -n $options -o backend -x -a 'local consul etcd zookeeper postgres' -d 'Where the lock lives'
 complete -c lock -n $options -o state-dir -x -a '(__fish_complete_directories)' -d "Directory of the local backend's lock files"
 complete -c lock -n $options -o status -d 'Show who holds the prefix, and exit'
 complete -c lock -n $options -o json -d 'With -status, print JSON'
@@ -82,7 +82,7 @@ complete -c lock -n $options -o client-key -r -F -d 'Client key for TLS'
 complete -c lock -n $options -o tls-server-name -x -d 'Server name to use as the SNI host for TLS'
 complete -c lock -n $options -o datacenter -x -d 'Datacenter to query'
 complete -c lock -n $options -o stale -d 'Let any Consul server answer reads'
-complete -c lock -n $options -o endpoints -x -d 'etcd URLs, or a ZooKeeper connect string'
+complete -c lock -n $options -o endpoints -x -d 'etcd URLs, a ZooKeeper connect string, or a PostgreSQL connection string'
 complete -c lock -n $options -o session-ttl -x -a $durations -d 'TTL of the session or lease'
 complete -c lock -n $options -o lock-delay -x -a $durations -d "Consul's lock-delay"
 complete -c lock -n $options -o value -x -d 'Value stored with the hold'

@@ -25,11 +25,14 @@ set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "lock acquires a lock, or one slot of an N-
 while it holds it, and stops the command when the lock is lost. It accepts
 the options of consul lock and works without any server: the default
 backend keeps file locks on this machine, hands them out first come, first
-served, and gives the command a fencing token for each acquisition.")
+served, and gives the command a fencing token for each acquisition. The
+other backends keep the lock in Consul, etcd, ZooKeeper or PostgreSQL (an
+advisory lock, which applications taking the same key respect).")
 
 # Depends come from dpkg-shlibdeps on every dynamically linked ELF file in the package. lock
 # itself is static and needs nothing; a dynamically linked companion (a network backend in
-# ${CMAKE_INSTALL_LIBEXECDIR}/lock/) brings its libraries' packages in without any change here.
+# ${CMAKE_INSTALL_LIBEXECDIR}/lock/) brings its libraries' packages in without any change here:
+# lock-postgres, which loads the system's libpq, so brings in libpq5 (tests/packaging checks it).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_STRIP_FILES ON)
 # Directories made while staging otherwise follow the umask of whoever runs cpack.

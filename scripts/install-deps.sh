@@ -25,6 +25,12 @@ packages="$packages prometheus prometheus-node-exporter"
 packages="$packages jq"
 # Building the Debian package and checking it as tests/packaging does.
 packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
+# The PostgreSQL backend links libpq; its tests run a real server (initdb, pg_ctl) and psql.
+packages="$packages postgresql postgresql-client libpq-dev"
+# Node.js runs withlock (npm's advisory-lock), the PostgreSQL backend's CLI peer in its tests and bench/.
+packages="$packages nodejs"
+# npm installs that peer; a Node.js that bundles its own npm (NodeSource's) conflicts with Debian's.
+command -v npm >/dev/null 2>&1 || packages="$packages npm"
 
 missing=""
 for p in $packages; do
@@ -35,4 +41,14 @@ if [ -n "$missing" ]; then
   apt-get update -qq
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# withlock goes to a fixed place outside the checkout, so that tests and benchmarks need no network
+# and leave the work tree clean; tests/e2e/postgres_server.py looks for it there.
+peers=/opt/lock-test-peers
+advisory_lock=2.0.0
+if ! grep -qs "\"version\": \"$advisory_lock\"" "$peers/node_modules/advisory-lock/package.json" ||
+   [ ! -x "$peers/node_modules/.bin/withlock" ]; then
+  mkdir -p "$peers"
+  (cd "$peers" && npm install --prefix "$peers" --no-audit --no-fund --save-exact "advisory-lock@$advisory_lock")
 fi

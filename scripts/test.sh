@@ -13,7 +13,7 @@ find src tests/unit -name '*.cpp' -o -name '*.hpp' | xargs clang-format-14 --dry
 # optimiser brings (GCC 12 warns of a false -Wrestrict at -O3) must stay a warning, and the build
 # runs. Its behaviour is the same code's as build/'s, which the suite then tests.
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DLOCK_SANITIZE=OFF >/dev/null
-cmake --build build-release -j "$(nproc)" --target lock lock-net lock-zookeeper
+cmake --build build-release -j "$(nproc)" --target lock lock-net lock-zookeeper lock-postgres
 state=$(mktemp -d)
 LOCK_STATE_DIR=$state build-release/lock -shell=false release/smoke true
 rm -rf "$state"

@@ -146,4 +146,28 @@ HolderRecord HolderRecord::named(const std::string& prefix, const std::string& v
   return r;
 }
 
+std::string limited_record_json(const HolderRecord& record, int limit) {
+  auto j = nlohmann::json::parse(record.to_json());
+  j["limit"] = limit;
+  if (!record.value.empty()) put_text(j, "value", record.value);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<LimitedRecord> parse_limited_record(std::string_view text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  auto limit = j.find("limit");
+  if (limit == j.end() || !limit->is_number_integer() || limit->get<long long>() < 1 ||
+      limit->get<long long>() > std::numeric_limits<int>::max())
+    return std::nullopt;
+  try {
+    LimitedRecord r{HolderRecord::from_json(std::string(text)),
+                    static_cast<int>(limit->get<long long>())};
+    if (j.contains("value")) r.record.value = text_field(j, "value");
+    return r;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace lk

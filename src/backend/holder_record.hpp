@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace lk {
 
@@ -45,5 +46,15 @@ struct HolderRecord {
   // say who says so instead of "pid 0 on  since".
   std::string who() const;
 };
+
+// A holder record with its semaphore's limit and -value, as one JSON object: the data of lock's
+// ZooKeeper nodes, and the comment that ends each of lock's PostgreSQL statements.
+struct LimitedRecord {
+  HolderRecord record;
+  int limit = 1;
+};
+std::string limited_record_json(const HolderRecord& record, int limit);
+// nullopt for anything else: another program's bytes, a record without a limit.
+std::optional<LimitedRecord> parse_limited_record(std::string_view text);
 
 }  // namespace lk

@@ -1,6 +1,6 @@
 // The one list of backends. It is compiled into each executable with the backends that one
-// carries (LOCK_WITH_HTTP, LOCK_WITH_ZOOKEEPER, LOCK_WITH_MEMORY_BACKEND): the static lock only
-// knows the others' flags, and hands their runs to a companion (companion.hpp).
+// carries (LOCK_WITH_HTTP, LOCK_WITH_ZOOKEEPER, LOCK_WITH_POSTGRES, LOCK_WITH_MEMORY_BACKEND): the
+// static lock only knows the others' flags, and hands their runs to a companion (companion.hpp).
 #include "backend/registry.hpp"
 
 #include <iterator>
@@ -10,6 +10,7 @@
 #include "backend/consul/consul_options.hpp"
 #include "backend/etcd/etcd_options.hpp"
 #include "backend/local/local_options.hpp"
+#include "backend/postgres/pg_options.hpp"
 #include "backend/zookeeper/zk_options.hpp"
 #ifdef LOCK_WITH_MEMORY_BACKEND
 #include "memory_backend/memory_options.hpp"
@@ -25,6 +26,11 @@
 #else
 #define LOCK_ZOOKEEPER(make, read_status) nullptr, nullptr
 #endif
+#ifdef LOCK_WITH_POSTGRES
+#define LOCK_POSTGRES(make, read_status) make, read_status
+#else
+#define LOCK_POSTGRES(make, read_status) nullptr, nullptr
+#endif
 
 namespace lk {
 namespace {
@@ -34,6 +40,7 @@ const Registered kRegistry[] = {
     {kConsulBackend, LOCK_NET(make_consul_backend, read_consul_status)},
     {kEtcdBackend, LOCK_NET(make_etcd_backend, read_etcd_status)},
     {kZooKeeperBackend, LOCK_ZOOKEEPER(make_zk_backend, read_zk_status)},
+    {kPostgresBackend, LOCK_POSTGRES(make_pg_backend, read_pg_status)},
 #ifdef LOCK_WITH_MEMORY_BACKEND
     {kMemoryBackend, make_memory_backend, read_memory_status},
 #endif

@@ -11,6 +11,7 @@ import unittest
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 LOCK = os.environ.get("LOCK_BIN") or os.path.join(ROOT, "build", "lock")
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import postgres_server  # noqa: E402
 import zookeeper_server  # noqa: E402
 
 
@@ -57,7 +58,8 @@ class BenchTest(unittest.TestCase):
     @unittest.skipUnless(shutil.which("etcd"), "needs etcd (etcd-server)")
     def test_scale(self):
         self.bench("scale.sh", ["== Fleet", "lock / peer", "etcd ", "zookeeper ", "consul -n 2 ", "local ",
-                                "try -timeout 100ms"], BENCH_SCALE_N="3", BENCH_SCALE_TRY="3")
+                                "postgres -n 2 ", "try -timeout 100ms"], BENCH_SCALE_N="3",
+                   BENCH_SCALE_TRY="3")
 
     def test_consul(self):
         self.bench("consul.sh", ["== Summary", "requests, -n 3", "loss to SIGTERM", "peak RSS"],
@@ -75,6 +77,13 @@ class BenchTest(unittest.TestCase):
         self.bench("zookeeper.sh", ["== Summary", "contended, acquisitions/s", "peak RSS"],
                    BENCH_REPS="2", BENCH_JVM_REPS="1", BENCH_CONTENDERS="2", BENCH_ROUNDS="2",
                    BENCH_TRIALS="1")
+
+    @unittest.skipIf(postgres_server.missing() or postgres_server.withlock_missing(),
+                     postgres_server.missing() or postgres_server.withlock_missing())
+    def test_postgres(self):
+        self.bench("postgres.sh", ["== Summary: lock against withlock", "lock against psql-lock",
+                                   "statements per run", "peak RSS"],
+                   BENCH_REPS="2", BENCH_CONTENDERS="2", BENCH_ROUNDS="2", BENCH_TRIALS="1")
 
 
 if __name__ == "__main__":

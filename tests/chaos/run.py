@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the fault scenarios and prints the checker's table; exits 1 if any row failed.
 
-    tests/chaos/run.py --backends etcd,zookeeper --faults "blackhole,kill" --n 1,2 --quota 50
+    tests/chaos/run.py --backends etcd,postgres --faults "blackhole,kill" --n 1,2 --quota 50
     tests/chaos/run.py --sections-per-backend 10000 --gap 150 --think 0
 
 Each (backend, fault, n) is one Scenario (scenarios.py): contenders loop on a prefix of their own
@@ -128,7 +128,8 @@ def run(triples, quota_of, options, workdir, progress=sys.stderr):
 def binaries(lock):
     """When lock and the companions beside it were last changed (None where there is none)."""
     out = []
-    companions = [os.path.join(os.path.dirname(lock), c) for c in ("lock-net", "lock-zookeeper")]
+    companions = [os.path.join(os.path.dirname(lock), c)
+                  for c in ("lock-net", "lock-zookeeper", "lock-postgres")]
     for path in (lock, *companions):
         try:
             out.append(os.stat(path).st_mtime_ns)
@@ -139,7 +140,7 @@ def binaries(lock):
 
 def arguments(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--backends", default="local,consul,etcd,zookeeper")
+    p.add_argument("--backends", default="local,consul,etcd,zookeeper,postgres")
     p.add_argument("--faults", default="", help="comma-separated substrings of fault names")
     p.add_argument("--n", default="1", help="limits, comma-separated (default 1)")
     p.add_argument("--n2-only-where-it-matters", dest="every_n", action="store_false",

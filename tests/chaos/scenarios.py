@@ -14,13 +14,14 @@ the sections also share a register (register.py) where they read, wait and write
 carrying their fencing token: the whole client's pause is where the register without the token
 check loses updates and the one with it must not.
 
-TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd and ZooKeeper
-10s, -kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the others run
-at short TTLs (Consul 10s, its shortest; etcd and ZooKeeper 5s with -kill-after 1s), so that a
-fault "> TTL" is over quickly. Consul's lock-delay is 0 throughout: with it, a lost lock would
-stay unclaimed 15s longer, hiding nothing but slowing everything.
+TTLs: the faults that must be ridden out run at lock's defaults (Consul 15s, etcd, ZooKeeper and
+PostgreSQL 10s, -kill-after 5s, -monitor-retry 3), the settings README.md promises that for; the
+others run at short TTLs (Consul 10s, its shortest; etcd, ZooKeeper and PostgreSQL 5s with
+-kill-after 1s), so that a fault "> TTL" is over quickly. Consul's lock-delay is 0 throughout:
+with it, a lost lock would stay unclaimed 15s longer, hiding nothing but slowing everything.
 """
 
+import ctypes
 import json
 import os
 import shutil
@@ -42,15 +43,23 @@ from etcd_server import EtcdServer  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
 from fixture import ConsulDouble  # noqa: E402
 from harness import LOCK, PATH_CHECK_PERIOD, SLOW  # noqa: E402
+from pg_messages import PgMessages, idle_expiry  # noqa: E402
+from postgres_server import PostgresServer, missing as postgres_missing  # noqa: E402
 from register import RegisterStore  # noqa: E402
 from zk_frames import UpstreamFrames, zk_created_path  # noqa: E402
 from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # noqa: E402
 
 # Failures of lock already known and reported: (backend, fault or None for all, n or None for
-# all) -> (kind, why), kind one of checker.KINDS. Such a row still runs and prints, as "xfail";
-# any other kind of failure in it is still a FAIL, and a clean run shows as XPASS, so the entry
-# can go.
+# all) -> (kind, why), kind one of checker.KINDS or a tuple of them. Such a row still runs and
+# prints, as "xfail"; any other kind of failure in it is still a FAIL, and a clean run shows as
+# XPASS, so the entry can go.
 EXPECTED_FAILURES = {
+    ("postgres", "server restart, victim cut off", None): (
+        ("overlaps", "overruns"), "a restarted PostgreSQL server has forgotten every session "
+        "and hands the lock on at once, while a holder that did not see the crash keeps its "
+        "child until its stop is due (the TTL less a tenth less -kill-after after its last "
+        "renewal): its lease-safe deadline assumes a lease the server keeps across a restart "
+        "(as a promoted standby, which never had the session, does not either)"),
 }
 
 # Replies that must never count, by backend and phase: a path-like session ID (Consul: as the
@@ -453,8 +462,108 @@ class ZooKeeperBackend:
         return sorted(self.server.tree(path))
 
 
+class PostgresBackend:
+    """A real PostgreSQL (Debian's, tests/e2e/postgres_server.py). The victim's lease is its
+    session, which the server ends once it has been idle for the TTL (idle_session_timeout, see
+    src/backend/postgres/pg_lease.hpp): lock's defaults (10 s, -kill-after 5s) for the faults to
+    ride out, and with `short` 5 s and a 1 s grace.
+
+    The session is also the connection: whatever closes it (lock killed, a reset, the client's own
+    Terminate, pg_terminate_backend, a restart) lets its lock go at once, with no TTL to wait out.
+    The faults that end it at the server set the victim's deadline to that instant themselves;
+    deadline() is the idle expiry, or the client's Terminate, as the victim's messages through the
+    proxy tell them (pg_messages.py)."""
+    name, settle = "postgres", 0.5
+    session_is_connection = True
+
+    def __enter__(self):
+        why = postgres_missing()
+        if why:
+            raise RuntimeError(f"PostgreSQL fixtures unavailable: {why}")
+        self.server = PostgresServer().__enter__()
+        self.messages = PgMessages()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def target(self):
+        return self.server.host, self.server.port
+
+    def make_proxy(self, host, port):
+        """The victim's proxy reports what it hands the server, for deadline()."""
+        return FaultProxy(host, port, on_upstream=self.messages)
+
+    def ttl(self, short):
+        return 5.0 if short else 10.0
+
+    def flags(self, address=None, short=False):
+        return (["-backend", "postgres", "-endpoints", address or self.server.conninfo()]
+                + (["-session-ttl", "5s", "-kill-after", "1s"] if short else []))
+
+    def victim_address(self, proxy):
+        return self.server.conninfo(port=proxy.port)
+
+    def server_pid(self):
+        return self.server.pid
+
+    def pause(self):
+        """The postmaster and every backend: SIGSTOP of the postmaster alone would leave the
+        sessions' own processes answering."""
+        self.server.pause()
+
+    def resume(self):
+        self.server.resume()
+
+    def restart(self, down):
+        """SIGKILL of the postmaster and its backends, and a start on the same port and data
+        (crash recovery). Every session ends with the crash, its locks with it. Returns when the
+        server could first accept a connection again: nobody can take a lock before."""
+        self.server.kill()
+        time.sleep(down)  # the length of the outage, not a wait for an event
+        back = time.monotonic()
+        self.server.start()
+        return back
+
+    def session_of(self, v):
+        """The server process of the victim's session ($LOCK_SESSION, as the section logs it)."""
+        return int(v.section.lease)
+
+    def before_victim(self, run):
+        self.messages.clear()  # only the victim's messages matter
+
+    def watch(self, run, v):
+        pass  # the proxy reports every message; start_victim() cleared the record
+
+    def deadline(self, run, v):
+        """The idle expiry (pg_messages.idle_expiry) of the victim's session. None once its lock
+        was killed: its connection closed then, and the server let the lock go at a moment the
+        harness does not see (only the exclusion speaks for that fault)."""
+        if v.killed_at is not None:
+            return None
+        ttl = self.ttl(run.fault.short)
+        messages = self.messages.messages()
+        # A Terminate sent while the server was paused is read once it goes on, not before.
+        messages = [(c, next((b for a, b in run.pauses if k == "X" and a <= at <= b), at), k)
+                    for c, at, k in messages]
+        return _as_of_end(lambda until: idle_expiry(messages, ttl, v.section.spawned,
+                                                    v.section.start, until, run.windows),
+                          v.section.end)
+
+    def leftovers(self, prefix):
+        """Sessions still connected once every lock is gone (the scenarios of a lane take turns on
+        its server, so every session is this one's): a killed lock's ends as soon as the server
+        sees its connection close, a paused one's within its TTL; anything left after that is a
+        leak."""
+        gone = wait_until(lambda: not self.server.sessions(), (self.ttl(False) + 10) * SLOW, 0.2)
+        if gone:
+            return []
+        return sorted(f"pid {s['pid']} {s['state']}: {s['query'][:200]!r}"
+                      for s in self.server.sessions())
+
+
 BACKENDS = {"local": LocalBackend, "consul": ConsulBackend, "etcd": EtcdBackend,
-            "zookeeper": ZooKeeperBackend}
+            "zookeeper": ZooKeeperBackend, "postgres": PostgresBackend}
 
 
 # ---- faults --------------------------------------------------------------------------------------
@@ -472,13 +581,15 @@ class Fault:
     server_wide: bool = False  # hits every contender's lease: any of them may lose its hold
     touches_server: bool = False  # the others meet it too: their runs may fail (no child started)
     n2: bool = False          # worth running with -n 2 too (the semaphore's own paths)
-    http: bool = False        # HTTP replies (a status, a body): Consul and etcd, not ZooKeeper
+    http: bool = False        # HTTP replies (a status, a body): Consul and etcd only
     only: tuple = ()          # for these backends alone (when not empty)
+    not_for: tuple = ()       # never for these backends (the fault's row says why)
     ends_in_pause: bool = False  # the victim's section ends within the pause (_pause_beyond_ttl)
     says: str | None = None   # how the victim's one line of stderr must begin
 
 
 def _kill_lock(run, v):
+    v.killed_at = time.monotonic()
     os.kill(v.proc.pid, signal.SIGKILL)
     if not wait_until(lambda: not alive(v.section.pid) and not alive(v.section.helper), 2 * SLOW):
         run.problem(f"the child tree outlived kill -9 of lock by more than {2 * SLOW:.0f}s")
@@ -538,7 +649,7 @@ def _pause_beyond_ttl(child=False, watchdog=False):
     its way when the machine stopped would."""
     def inject(run, v):
         lock, pgid = v.proc.pid, v.section.pid
-        stopped = []
+        stopped = [("lock", lambda sig: os.kill(lock, sig))]
         if watchdog:
             dog = _watchdog_of(lock)
             if dog is None:
@@ -547,12 +658,12 @@ def _pause_beyond_ttl(child=False, watchdog=False):
                 return
             run.allowed.add(v.section.pid)
             stopped.append(("watchdog", lambda sig, pid=dog: os.kill(pid, sig)))
-        stopped.append(("lock", lambda sig: os.kill(lock, sig)))
         if child:
             stopped.append(("the child's group", lambda sig: os.killpg(pgid, sig)))
         began = time.monotonic()
         try:
-            # The watchdog first: it sees nothing of the others' stops.
+            # In this order, each before the one whose stop it would see: lock continues a
+            # watchdog it finds stopped, and the watchdog is told when its child stops.
             for _, send in stopped:
                 send(signal.SIGSTOP)
             time.sleep(run.ttl + BEYOND_TTL)  # the length of the fault, at least
@@ -584,12 +695,16 @@ def _pause_beyond_ttl(child=False, watchdog=False):
 def _pause_server(seconds):
     def inject(run, v):
         pid = run.backend.server_pid()
+        pause = getattr(run.backend, "pause", lambda: os.kill(pid, signal.SIGSTOP))
+        resume = getattr(run.backend, "resume", lambda: os.kill(pid, signal.SIGCONT))
         start = time.monotonic()
-        os.kill(pid, signal.SIGSTOP)
+        pause()
         try:
             time.sleep(seconds)  # the length of the fault
         finally:
-            os.kill(pid, signal.SIGCONT)
+            resumed = time.monotonic()  # the server reads nothing before
+            resume()
+            run.pauses.append((start, resumed))
             # What arrives just after the resume may meet an expired session or be renewed; count
             # neither as a renewal.
             run.windows.append((start, time.monotonic() + 0.5))
@@ -601,7 +716,26 @@ def _pause_server_beyond_ttl(run, v):
 
 
 def _restart_server(run, v):
-    run.backend.restart(2.0)
+    back = run.backend.restart(2.0)
+    if getattr(run.backend, "session_is_connection", False):
+        # The crash ended every session; the server hands locks on once it is back.
+        run.deadlines[v.section.pid] = back
+
+
+def _restart_server_unseen(run, v):
+    """The server crashes and comes back while the victim is cut off from it: the proxy
+    blackholes its connection (the crash's FIN included) until its lock gives up. The victim
+    sees silence only, and must stop by its lease deadline, which for PostgreSQL is when the
+    server came back: the crash ended every session, and the restarted server hands locks on at
+    once. (The other servers keep their leases across a restart, which makes this "proxy
+    blackhole > TTL" for them.)"""
+    run.proxy.set_mode("blackhole")
+    try:
+        _restart_server(run, v)
+        wait_until(lambda: not alive(v.proc.pid) or v.section.end is not None,
+                   (run.ttl * 2 + 10) * SLOW, 0.02)
+    finally:
+        run.proxy.set_mode("pass")
 
 
 def _proxy(mode, length, **kw):
@@ -725,6 +859,102 @@ def _delete_node(run, v):
         run.problem(f"{v.tag}'s child still ran {limit:.1f}s after its node {node} was deleted")
 
 
+# How soon a lock whose session the server ended (PostgreSQL) must have stopped its child: it sees
+# the connection close as the server lets the lock go, and stops at once.
+SESSION_END_LIMIT = 1.0
+
+
+def _session_ended(run, v, end, what):
+    """The victim's session ends at the server by `end()` (PostgreSQL): the lock goes to the next
+    in line at that instant, before lock can know, an overlap nothing on the client can prevent.
+    It is allowed until lock sees its connection close and stops its child, which must be within
+    SESSION_END_LIMIT (more on a slow build), provided the newcomer's token is higher."""
+    ended = time.monotonic()
+    run.allowed.add(v.section.pid)
+    run.deadlines[v.section.pid] = ended
+    end()
+    # Counted from the request's return (the session has ended by then, or is about to): what
+    # came before it (psql starting up, on a loaded machine) is not lock's time.
+    limit = SESSION_END_LIMIT * SLOW
+    asked = time.monotonic()
+    if not wait_until(lambda: v.section.end is not None, limit):
+        run.problem(f"{v.tag}'s child still ran {limit:.1f}s after its session was {what}")
+    else:
+        run.lags.append(max(0.0, v.section.end - asked))
+
+
+def _terminate_session(run, v):
+    """pg_terminate_backend() of the victim's session, found by $LOCK_SESSION (the server process
+    the section logged) and checked in pg_locks to hold an advisory lock."""
+    pid = run.backend.session_of(v)
+    held = run.backend.server.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                  "AND granted AND pid = %s", pid)
+    if held != [("1",)]:  # the lock, or with -n 2 a slot (the line went with the token)
+        run.problem(f"{v.tag}: its session (server process {pid}) holds {held} advisory locks, "
+                    "not one")
+        return
+    _session_ended(run, v, lambda: run.backend.server.terminate(pid, wait=False), "terminated")
+
+
+def _reset_session(run, v):
+    """The proxy resets the victim's connection (a RST each way) and refuses new ones until its
+    lock has exited: the server ends the session as it reads the RST."""
+    try:
+        _session_ended(run, v, lambda: run.proxy.set_mode("reset"), "reset")
+        wait_until(lambda: not alive(v.proc.pid), 10 * SLOW, 0.02)
+    finally:
+        run.proxy.set_mode("pass")
+
+
+def _watchdog_link(lock_pid):
+    """A duplicate of lock's end of its socketpair with the watchdog (the one SOCK_SEQPACKET unix
+    socket lock has open), taken with pidfd_getfd(2); None where that cannot be done. While the
+    duplicate is open, the watchdog does not see lock's end close when lock dies."""
+    try:
+        with open("/proc/net/unix") as f:
+            seqpacket = {line.split()[6] for line in f.readlines()[1:]
+                         if len(line.split()) > 6 and line.split()[4] == "0005"}
+        fds = [int(fd) for fd in os.listdir(f"/proc/{lock_pid}/fd")
+               if os.readlink(f"/proc/{lock_pid}/fd/{fd}") in
+               {f"socket:[{inode}]" for inode in seqpacket}]
+        if len(fds) != 1:
+            return None
+        pidfd = os.pidfd_open(lock_pid)
+    except OSError:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(438, pidfd, fds[0], 0)  # pidfd_getfd
+        return fd if fd >= 0 else None
+    finally:
+        os.close(pidfd)
+
+
+def _kill_lock_watchdog_late(seconds):
+    """kill -9 of lock while its watchdog does not learn of it for `seconds`, as when a loaded
+    machine does not schedule it: the harness keeps lock's end of their socketpair open meanwhile.
+    DESIGN.md promises that the lock is not handed on while any of the child tree still runs;
+    the other servers' leases outlive lock by their TTL whatever the watchdog does, while a
+    PostgreSQL session ends as its connection closes, with lock."""
+    def inject(run, v):
+        link = _watchdog_link(v.proc.pid)
+        if link is None:
+            run.row.notes.append(f"not injected: no hold of lock's link to its watchdog "
+                                 f"(pidfd_getfd) in {run.crowd.snapshot()}")
+            return _kill_lock(run, v)
+        try:
+            v.killed_at = time.monotonic()
+            os.kill(v.proc.pid, signal.SIGKILL)
+            time.sleep(seconds)  # the length of the fault
+        finally:
+            os.close(link)
+        if not wait_until(lambda: not alive(v.section.pid) and not alive(v.section.helper),
+                          2 * SLOW):
+            run.problem(f"the child tree outlived the watchdog's news of lock's death by more "
+                        f"than {2 * SLOW:.0f}s")
+    return inject
+
+
 def _cut_at_create(run):
     """Armed before the victim starts (ZooKeeper): the first time its client sends the create of
     its own node (its lock node; with -n 2 also its lease node), the proxy closes the connection
@@ -798,8 +1028,12 @@ FAULTS = [
     Fault("proxy delay 0.3s", _proxy("delay", 3.0, seconds=0.3), "survive", 3.0, short=False),
     Fault("proxy blackhole 2.5s", _proxy("blackhole", 2.5), "survive", 2.5, short=False),
     Fault("proxy blackhole > TTL", _proxy_until_lost("blackhole"), "stop", n2=True),
-    Fault("proxy reset 2.5s", _proxy("reset", 2.5), "survive", 2.5, short=False),
-    # Every connection refused until the session is lost: the client keeps reconnecting.
+    # Not for PostgreSQL: its session is its connection, and a reset one is gone, its lock with
+    # it, at once; "proxy reset, session ends" is its row.
+    Fault("proxy reset 2.5s", _proxy("reset", 2.5), "survive", 2.5, short=False,
+          not_for=("postgres",)),
+    # Every connection refused until the session is lost: the client keeps reconnecting. (A
+    # PostgreSQL client has nothing to reconnect to: its first reset ends the session.)
     Fault("proxy reset > TTL", _proxy_until_lost("reset"), "stop", only=("zookeeper",)),
     Fault("5xx 2.5s", _5xx_burst, "survive", 2.5, short=False, touches_server=True, http=True),
     Fault("5xx > TTL", _proxy_until_lost("http", status=503, reason="Service Unavailable",
@@ -811,6 +1045,18 @@ FAULTS = [
     Fault("node deleted", _delete_node, "stop", n2=True, only=("zookeeper",)),
     Fault("connection cut at create", _cut_at_create, "survive", short=False, phase="acquire",
           n2=True, only=("zookeeper",)),
+    # PostgreSQL's session ends with its connection, whoever ends it. A session ended at the
+    # server, by an operator or a reset, hands the lock on before lock can know (allowed, as a
+    # deleted node is). A lock killed outright is another matter: its watchdog is there to stop
+    # the child, and the lock must not go before it has. Nor may a restart the holder does not
+    # see hand it on before the holder's lease-safe deadline. ("connection cut at create" has no
+    # counterpart: a statement cut off in flight ends the session it would have taken a lock on.)
+    Fault("pg_terminate_backend", _terminate_session, "stop", n2=True, only=("postgres",)),
+    Fault("proxy reset, session ends", _reset_session, "stop", n2=True, only=("postgres",)),
+    Fault("kill -9 lock, watchdog late 1s", _kill_lock_watchdog_late(1.0), None, 1.0,
+          only=("postgres",)),
+    Fault("server restart, victim cut off", _restart_server_unseen, "stop", server_wide=True,
+          touches_server=True, only=("postgres",)),
     Fault("rm -rf state dir", _remove_state_dir, "stop", servers=False, local=True,
           server_wide=True, n2=True),
     Fault("state fs full 2s", _fill_state_fs(2.0), "survive", 2.0, servers=False, local=True,
@@ -820,13 +1066,18 @@ FAULTS = [
 ]
 
 
+# The servers whose clients speak a binary protocol of their own over TCP: the proxy's TCP-level
+# modes (delay, blackhole, reset) apply to them, its HTTP replies do not.
+NOT_HTTP = ("zookeeper", "postgres")
+
+
 def faults_for(backend):
     def applies(f):
         if f.only:
             return backend in f.only
         if backend == "local":
             return f.local
-        return f.servers and not (f.http and backend == "zookeeper")
+        return f.servers and backend not in f.not_for and not (f.http and backend in NOT_HTTP)
     return [f for f in FAULTS if applies(f)]
 
 
@@ -836,6 +1087,7 @@ class Victim:
     def __init__(self, tag, proc):
         self.tag, self.proc = tag, proc
         self.section = None
+        self.killed_at = None  # when the harness sent its lock SIGKILL
 
 
 class Scenario:
@@ -853,6 +1105,8 @@ class Scenario:
         self.row = Row(backend.name, fault.name, n,
                        expected=expected_failure(backend.name, fault.name, n))
         self.windows = []     # (from, to) monotonic: the server renewed nothing then
+        self.pauses = []      # (from, to) monotonic: the server was paused, and read nothing
+        self.lags = []        # seconds from a session ended at the server to its child's end
         self.allowed = set()  # pids of children whose overlap is excused (checker.py)
         self.expect = {}      # victim's child pid -> "survive", "stop" or None
         self.deadlines = {}   # child pid -> lease deadline as the server saw it
@@ -866,8 +1120,9 @@ class Scenario:
         self.row.problems.append(text)
 
     def env(self):
+        # libpq's own variables (PGHOST, PGPASSWORD...) go too: the flags say where the server is.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CONSUL_", "ETCDCTL_", "LOCK_", "ZOOKEEPER_"))}
+               if not k.startswith(("CONSUL_", "ETCDCTL_", "LOCK_", "ZOOKEEPER_", "PG"))}
         env["LOCK_STATE_DIR"] = getattr(self.backend, "dir", "/nonexistent")
         return env
 
@@ -924,6 +1179,9 @@ class Scenario:
             # Only a fault the others meet too (on the server) may make their runs fail; a
             # victim's kill or pause may cost them a wait, never an error.
             (self.row.notes if self.fault.touches_server else self.row.problems).append(text)
+        if self.lags:
+            self.row.notes.append(f"child stopped {min(self.lags) * 1000:.0f} to "
+                                  f"{max(self.lags) * 1000:.0f} ms after its session was ended")
         if self.outcomes:
             self.row.notes.append("after the cut: " + ", ".join(
                 f"{what} {count}x" for what, count in sorted(self.outcomes.items())))

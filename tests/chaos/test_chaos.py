@@ -1,9 +1,10 @@
 """A short pass of the fault harness under CTest: every backend, every fault once with a small
-quota, -n 2 for the faults that take the semaphore's own paths (for ZooKeeper, the newest backend,
--n 2 for every fault). The backends run side by side, each server backend's scenarios in two
-lanes with a server each, which keeps the pass within about two minutes on two cores; the
-full-size run is bench/chaos.sh. ZooKeeper needs Java, Debian's zookeeper and python3-kazoo
-(scripts/install-deps.sh); without them its rows are left out, and the pass says so.
+quota, -n 2 for the faults that take the semaphore's own paths (for ZooKeeper, -n 2 for every
+fault). The backends run side by side, each server backend's scenarios in two lanes with a server
+each, which keeps the pass within about two and a half minutes on two cores (PostgreSQL's lanes
+add some 10 s to it); the full-size run is bench/chaos.sh. ZooKeeper needs Java, Debian's
+zookeeper and python3-kazoo, PostgreSQL Debian's postgresql (scripts/install-deps.sh); without
+them their rows are left out, and the pass says so.
 
 It fails on any row that fails (an overlap, a stale fencing token, a child outliving its lease,
 an update lost from the register, a false loss, a hang, a bad message), and prints the table
@@ -23,9 +24,9 @@ sys.path.insert(0, HERE)
 
 import run  # noqa: E402
 from checker import table  # noqa: E402
-from scenarios import LOCK, SLOW, zookeeper_missing  # noqa: E402
+from scenarios import LOCK, SLOW, postgres_missing, zookeeper_missing  # noqa: E402
 
-QUOTA = {"local": 40, "consul": 15, "etcd": 15, "zookeeper": 15}  # sections per scenario
+QUOTA = {"local": 40, "consul": 15, "etcd": 15, "zookeeper": 15, "postgres": 15}  # per scenario
 
 
 class ChaosShortPass(unittest.TestCase):
@@ -44,6 +45,12 @@ class ChaosShortPass(unittest.TestCase):
             print(f"\nchaos: ZooKeeper left out: {missing}", file=sys.stderr)
         else:
             triples += run.plan(["zookeeper"], limits=(1, 2), every_n=True)
+            lanes += 2
+        missing = postgres_missing()
+        if missing:
+            print(f"\nchaos: PostgreSQL left out: {missing}", file=sys.stderr)
+        else:
+            triples += run.plan(["postgres"], limits=(1, 2), every_n=False)
             lanes += 2
         # Two lanes (servers) per server backend and all lanes at once: the pass is bound by
         # the faults' own lengths (TTLs, pauses), not by the CPU.

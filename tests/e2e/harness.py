@@ -283,6 +283,33 @@ class ThreeSlots:
         self.assert_nothing_left()
 
 
+class LimitConflicts:
+    """Consul's words for a prefix used two ways, on a backend that says them as Consul does (the
+    case gives self.prefix and assert_nothing_left): another limit, a lock on a semaphore's
+    prefix, a semaphore on a lock's."""
+
+    def test_limit_conflict_and_lock_semaphore_conflict(self):
+        holder = self.hold("-n", "2", prefix=self.prefix)
+        r = self.run_lock("-n", "3", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("semaphore limit conflict (lock: 2, local: 3)", r.stderr)
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Existing key does not match lock use", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.release()
+        self.assert_succeeds(holder)
+
+        holder = self.hold(prefix=self.prefix, gate="release-lock")
+        r = self.run_lock("-n", "2", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Existing key does not match semaphore use", r.stderr)
+        self.release("release-lock")
+        self.assert_succeeds(holder)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assert_nothing_left()
+
+
 # -watch prints at most one state in this long, the last of a burst when it ends (kCoalesce in
 # src/status.cpp).
 COALESCE = 0.05
@@ -368,6 +395,9 @@ class StatusWatch:
     its length in seconds (LeaseTiming::stop_after: 0.9 TTL less -kill-after)."""
 
     BUDGET = (("-session-ttl", "3s", "-kill-after", "1s"), 1.7)
+    # How -status shows a holder that stored -value: where the value replaces the holder's record
+    # (Consul's and etcd's keys, ZooKeeper's nodes), by the value alone.
+    VALUE_HOLDER = r"a holder known by the value it stored"
     # How long a hold goes between renewals with the default flags, which is as long as the watch
     # lets its server be quiet before it asks it something (LeaseTiming::plan).
     RENEW = 0.5
@@ -403,7 +433,7 @@ class StatusWatch:
         out = watch.until(lambda o: o["held"], "the holder")
         self.assertEqual(out["holders"][0]["value"], "http://10.0.0.5:8080")
         self.assertRegex(self.run_lock("-status", self.prefix).stdout,
-                         r"\n  holder: a holder known by the value it stored, name '[^\n]+', "
+                         rf"\n  holder: {self.VALUE_HOLDER}, name '[^\n]+', "
                          r"value 'http://10\.0\.0\.5:8080', fencing token \d+\n")
         self.release()
         self.assert_succeeds(holder)

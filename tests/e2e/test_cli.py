@@ -138,7 +138,7 @@ class BadInputTest(LockTestCase):
             r"^lock: prefix .* contains a control character \(see lock -help\)\n$"))
 
     def test_unknown_backend(self):
-        message = "unknown backend 'bogus' (choose local, consul, etcd or zookeeper)"
+        message = "unknown backend 'bogus' (choose local, consul, etcd, zookeeper or postgres)"
         self.usage(["-backend", "bogus", "p"], message)
         self.usage(["p"], message, env=dict(self.env, LOCK_BACKEND="bogus"))
 
@@ -159,15 +159,15 @@ class BadInputTest(LockTestCase):
 
     def test_network_flags_apply_only_to_their_backends(self):
         self.usage(["-endpoints", "http://127.0.0.1:2379", "-backend", "local", "p"],
-                   "-endpoints applies to the etcd and zookeeper backends, not to -backend local")
+                   "-endpoints applies to the etcd, zookeeper and postgres backends, not to -backend local")
         self.usage(["-backend", "etcd", "-lock-delay", "1s", "p"],
                    "-lock-delay applies to the consul backend, not to -backend etcd")
         self.usage(["-backend", "etcd", "-token", "t", "p"],
                    "-token applies to the consul backend, not to -backend etcd")
         self.usage(["-backend", "local", "-session-ttl", "20s", "p"],
-                   "-session-ttl applies to the consul, etcd and zookeeper backends, not to -backend local")
+                   "-session-ttl applies to the consul, etcd, zookeeper and postgres backends, not to -backend local")
         self.usage(["-backend", "local", "-value", "v", "p"],
-                   "-value applies to the consul, etcd and zookeeper backends, not to -backend local")
+                   "-value applies to the consul, etcd, zookeeper and postgres backends, not to -backend local")
 
     def test_session_ttl_bounds(self):
         # Consul's own bounds and wording; etcd counts leases in whole seconds.

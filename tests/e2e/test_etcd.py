@@ -15,7 +15,7 @@ import unittest
 
 from etcd_server import EtcdServer, EtcdTestCase, b64, grpc_calls
 from fault_proxy import FaultProxy, HttpRequestLog
-from harness import (LOCK, SLOW, Fleet, OperatorFlags, StatusWatch, ThreeSlots, Watch, assert_coalesced, max_overlap,
+from harness import (LOCK, SLOW, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, Watch, assert_coalesced, max_overlap,
                      most_states, pid_alive, read_file, wait_for)
 from notify_socket import NotifiesWhileWaiting
 
@@ -142,27 +142,8 @@ class EtcdLockTest(EtcdTestCase):
         self.assertEqual(self.run_lock("-status", self.prefix).returncode, 3)
 
 
-class EtcdSemaphoreTest(ThreeSlots, EtcdTestCase):
-    def test_limit_conflict_and_lock_semaphore_conflict(self):
-        holder = self.hold("-n", "2", prefix=self.prefix)
-        r = self.run_lock("-n", "3", self.prefix, "touch " + self.path("ran"))
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("semaphore limit conflict (lock: 2, local: 3)", r.stderr)
-        r = self.run_lock(self.prefix, "touch " + self.path("ran"))
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("Existing key does not match lock use", r.stderr)
-        self.assertFalse(os.path.exists(self.path("ran")))
-        self.release()
-        self.assert_succeeds(holder)
-
-        holder = self.hold(prefix=self.prefix, gate="release-lock")
-        r = self.run_lock("-n", "2", self.prefix, "touch " + self.path("ran"))
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("Existing key does not match semaphore use", r.stderr)
-        self.release("release-lock")
-        self.assert_succeeds(holder)
-        self.assertFalse(os.path.exists(self.path("ran")))
-        self.assert_nothing_left()
+class EtcdSemaphoreTest(ThreeSlots, LimitConflicts, EtcdTestCase):
+    """The semaphore's shared tests (ThreeSlots, LimitConflicts) on etcd."""
 
 
 class EtcdNotifyTest(NotifiesWhileWaiting, EtcdTestCase):

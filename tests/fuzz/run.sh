@@ -17,7 +17,8 @@ build=$1
 seconds=${2:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 targets="fuzz_go_flags fuzz_duration fuzz_holder_record fuzz_prefix fuzz_consul_reply fuzz_etcd_reply
-         fuzz_etcd_stream fuzz_etcd_watch fuzz_http_response fuzz_zk_layout fuzz_state_files fuzz_metrics_file"
+         fuzz_etcd_stream fuzz_etcd_watch fuzz_http_response fuzz_zk_layout fuzz_state_files fuzz_metrics_file
+         fuzz_pg_record fuzz_pg_locks"
 
 found=""
 for t in $targets; do

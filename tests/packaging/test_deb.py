@@ -278,22 +278,45 @@ class DebPackageTest(unittest.TestCase):
 
     def test_installed_lock_finds_its_companions(self):
         """The server backends are in companions under /usr/libexec/lock (lock-net for Consul and
-        etcd, lock-zookeeper for ZooKeeper), which lock looks for relative to itself: installed,
-        it gets that far (and fails only to reach the server, on a loopback port where nothing
-        listens)."""
+        etcd, lock-zookeeper for ZooKeeper, lock-postgres for PostgreSQL), which lock looks for
+        relative to itself: installed, it gets that far (and fails only to reach the server, on a
+        loopback port where nothing listens). lock-postgres loads the system's libpq."""
         root = self.installed_root()
         if not glob.glob(os.path.join(root, "usr", "libexec", "lock", "*")):
             self.skipTest("the package has no companion in /usr/libexec/lock")
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        for backend, companion in (("etcd", "lock-net"), ("zookeeper", "lock-zookeeper")):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        for backend, companion, endpoints in (
+                ("etcd", "lock-net", f"127.0.0.1:{port}"),
+                ("zookeeper", "lock-zookeeper", f"127.0.0.1:{port}"),
+                ("postgres", "lock-postgres", f"host=127.0.0.1 port={port} connect_timeout=2")):
             with self.subTest(backend=backend):
                 r = run([os.path.join(root, "usr", "bin", "lock"), "-backend", backend, "-endpoints",
-                         f"127.0.0.1:{port}", "-timeout", "1s", "pkg/test", "true"], timeout=60)
+                         endpoints, "-timeout", "1s", "pkg/test", "true"], env=env, timeout=60)
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertTrue(r.stderr.startswith("lock: "), r.stderr)
                 self.assertNotIn(companion, r.stderr)
+
+    def test_lock_postgres_is_shipped_and_libpq5_is_a_dependency(self):
+        """lock-postgres links libpq dynamically (its TLS, Kerberos and LDAP libraries stay out of
+        the other programs, and libpq's security updates reach it): the package ships it beside
+        the other companions, and dpkg-shlibdeps names libpq5 in Depends, with a minimum
+        version, as the other test checks for every library."""
+        companion = self.packaged("usr", "libexec", "lock", "lock-postgres")
+        self.assertTrue(os.path.isfile(companion) and is_elf(companion), companion)
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]",
+                            checked(["readelf", "-d", companion]))
+        self.assertIn("libpq.so.5", needed)
+        depends = depends_packages(self.fields["Depends"])
+        self.assertIn("libpq5", depends, self.fields["Depends"])
+        self.assertRegex(depends["libpq5"] or "", r"^>= \S+$", self.fields["Depends"])
+        # Nothing else of the package needs libpq: the static lock and the other companions
+        # must not load it.
+        for path in glob.glob(self.packaged("usr", "**"), recursive=True):
+            if path != companion and os.path.isfile(path) and is_elf(path):
+                self.assertNotIn("libpq.so.5", checked(["readelf", "-d", path]), path)
 
     def test_manual_page_is_where_man_looks(self):
         root = self.installed_root()

@@ -266,7 +266,7 @@ TEST_CASE("LOCK_BACKEND gives the default backend; -backend overrides it") {
   CHECK(with({"-backend", "local"}).backend == "local");
   env.set("LOCK_BACKEND", "nonsense");
   CHECK(error_of({"p", "cmd"}) ==
-        "unknown backend 'nonsense' (choose local, consul, etcd, zookeeper or memory)");
+        "unknown backend 'nonsense' (choose local, consul, etcd, zookeeper, postgres or memory)");
 }
 
 TEST_CASE("an empty LOCK_BACKEND counts as unset") {
@@ -278,9 +278,9 @@ TEST_CASE("an empty LOCK_BACKEND counts as unset") {
 TEST_CASE("an unknown backend is refused") {
   EnvScope env;
   CHECK(error_of({"-backend", "x", "p", "cmd"}) ==
-        "unknown backend 'x' (choose local, consul, etcd, zookeeper or memory)");
+        "unknown backend 'x' (choose local, consul, etcd, zookeeper, postgres or memory)");
   CHECK(error_of({"-backend", "Local", "p", "cmd"}) ==
-        "unknown backend 'Local' (choose local, consul, etcd, zookeeper or memory)");
+        "unknown backend 'Local' (choose local, consul, etcd, zookeeper, postgres or memory)");
 }
 
 TEST_CASE("limits and counts are checked with consul's wording") {

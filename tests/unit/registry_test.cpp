@@ -36,11 +36,10 @@ TEST_CASE("a backend's flag is its own: refused for another, listed in -help and
   CHECK(error_of({"-memory-table", "t", "-state-dir", "/d", "p", "c"}) ==
         "-state-dir applies to the local backend, not to -backend memory");
   CHECK(error_of({"-backend", "nope", "p", "c"}) ==
-        "unknown backend 'nope' (choose local, consul, etcd, zookeeper or memory)");
+        "unknown backend 'nope' (choose local, consul, etcd, zookeeper, postgres or memory)");
   std::string help = lk::usage_text();
-  CHECK(
-      help.find("-backend=<name>             local (default), consul, etcd, zookeeper or memory") !=
-      std::string::npos);
+  CHECK(help.find("-backend=<name>             local (default), consul, etcd, zookeeper, postgres "
+                  "or memory") != std::string::npos);
   // Where its row says: after -endpoints.
   auto endpoints = help.find("  -endpoints="), table = help.find("  -memory-table=<name>");
   CHECK(endpoints != std::string::npos);

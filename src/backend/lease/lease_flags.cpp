@@ -8,7 +8,7 @@ const FlagInfo kLeaseFlags[2] = {
     {.name = "session-ttl",
      .value = Value::duration,
      .help = "TTL of the session or lease (consul: 10s to 24h, default 15s; etcd: whole seconds, "
-             "default 10s)",
+             "default 10s; zookeeper, postgres: default 10s)",
      .group = "Network Options",
      .after = "stale",
      .check =
@@ -28,7 +28,8 @@ const FlagInfo kEndpointsFlags[1] = {
      .env = "ETCDCTL_ENDPOINTS",
      .value = Value::urls,
      .help = "etcd endpoints, comma-separated URLs (default http://127.0.0.1:2379); for ZooKeeper, "
-             "host:port[,host:port...][/chroot] (default 127.0.0.1:2181)",
+             "host:port[,host:port...][/chroot] (default 127.0.0.1:2181); for PostgreSQL, a "
+             "libpq connection string or URI (default: libpq's environment, PGHOST...)",
      .group = "Network Options",
      .after = "value"},
 };

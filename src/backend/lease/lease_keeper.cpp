@@ -23,8 +23,11 @@ std::string go(Clock::duration d) {
 
 }  // namespace
 
-LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew)
-    : renew_(std::move(renew)), schedule_(timing, granted_at, LeaseTiming::Phase::waiting) {
+LeaseKeeper::LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew,
+                         bool await_answers)
+    : renew_(std::move(renew)),
+      await_answers_(await_answers),
+      schedule_(timing, granted_at, LeaseTiming::Phase::waiting) {
   verbose("{}", timing.describe());
   thread_ = std::thread([this] { run(); });
 }
@@ -122,7 +125,11 @@ void LeaseKeeper::run() {
       return;
     }
     if (now < schedule_.next_attempt()) continue;
-    auto timeout = schedule_.attempt_timeout(now);
+    auto timeout =
+        await_answers_
+            ? std::max(std::chrono::milliseconds(1),
+                       std::chrono::ceil<std::chrono::milliseconds>(schedule_.stop_at() - now))
+            : schedule_.attempt_timeout(now);
     lock.unlock();
     std::optional<std::chrono::seconds> retry_after;
     std::string error;

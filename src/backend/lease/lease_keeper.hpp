@@ -43,7 +43,11 @@ class LeaseKeeper {
   // `request_timeout` bounds the wait for one renewal's answer, and `stop` cuts that wait short
   // (Cancelled) once renewals are over: a release must not wait on a renewal nobody needs.
   using Renew = std::function<void(std::chrono::milliseconds request_timeout, const Wake& stop)>;
-  LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew);
+  // Where the connection is the lease (a PostgreSQL session), a renewal cannot be abandoned
+  // without ending it: with `await_answers`, each one's answer is awaited until the stop is due,
+  // and a server that answers late (paused, a slow network) is ridden out as on the others.
+  LeaseKeeper(LeaseTiming timing, Clock::time_point granted_at, Renew renew,
+              bool await_answers = false);
   ~LeaseKeeper();
 
   // Readable once the hold is lost; reason() then says why.
@@ -75,6 +79,7 @@ class LeaseKeeper {
   void succeeded(Clock::time_point sent_at);  // with mutex_ held
 
   Renew renew_;
+  bool await_answers_;
   EventFd loss_;
   EventFd held_;  // readable once the lease is kept for a holder
   EventFd stop_;  // readable once renewals are over

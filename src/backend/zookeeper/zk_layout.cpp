@@ -3,11 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <random>
-
-#include "util/error.hpp"
 
 namespace lk {
 
@@ -51,25 +47,12 @@ std::vector<std::string> curator_sorted(std::vector<std::string> children, std::
 }
 
 std::string node_data(const HolderRecord& record, int limit) {
-  auto j = nlohmann::json::parse(record.to_json());
-  j["limit"] = limit;
-  return j.dump();
+  return limited_record_json(record, limit);
 }
 
 std::optional<NodeOwner> parse_node_data(std::string_view data) {
   if (data.empty() || data.front() != '{') return std::nullopt;
-  auto j = nlohmann::json::parse(data, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  auto limit = j.find("limit");
-  if (limit == j.end() || !limit->is_number_integer() || limit->get<long long>() < 1 ||
-      limit->get<long long>() > std::numeric_limits<int>::max())
-    return std::nullopt;
-  try {
-    return NodeOwner{HolderRecord::from_json(std::string(data)),
-                     static_cast<int>(limit->get<long long>())};
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  return parse_limited_record(data);
 }
 
 }  // namespace lk

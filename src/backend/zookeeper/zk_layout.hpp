@@ -43,10 +43,7 @@ std::vector<std::string> curator_sorted(std::vector<std::string> children, std::
 
 // What lock writes into its nodes: the holder record with the limit.
 std::string node_data(const HolderRecord& record, int limit);
-struct NodeOwner {
-  HolderRecord record;
-  int limit = 1;
-};
+using NodeOwner = LimitedRecord;
 // nullopt for anything but lock's own data (Curator's address, another program's bytes).
 std::optional<NodeOwner> parse_node_data(std::string_view data);
 

@@ -1,0 +1,216 @@
+#include "backend/postgres/pg_recipe.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "backend/postgres/pg_hold.hpp"
+#include "util/log.hpp"
+#include "util/printable.hpp"
+
+namespace lk {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kNoTimeout{0};  // a wait for a turn: only the wake ends it
+constexpr milliseconds kStatementTimeout{5000};
+
+// Ends a statement that takes a lock: a pooler in transaction mode may hand it to another server
+// session than ours, which would then hold the lock for as long as the pooler keeps it, past our
+// exit. Such a statement takes nothing and answers no row, which PgLease::answered refuses.
+const std::string kOnlyOurs = " WHERE pg_backend_pid() = ";
+
+// The slots of `limit`, as an array literal for unnest($1::bigint[]).
+std::string slot_array(const PgKey& key, int limit) {
+  std::string out = "{";
+  for (int slot = 1; slot <= limit; ++slot)
+    out += (slot > 1 ? "," : "") + std::to_string(slot_key(key, limit, slot));
+  return out + "}";
+}
+
+std::uint64_t token_in(const std::vector<PgRow>& rows, const std::string& where) {
+  std::uint64_t token = 0;
+  const auto& cell = rows.at(0).at(1);
+  if (!cell ||
+      std::from_chars(cell->data(), cell->data() + cell->size(), token).ec != std::errc() || !token)
+    throw PgUnreachable(where + ": a transaction ID that is no number");
+  return token;
+}
+
+}  // namespace
+
+PgContention::PgContention(std::unique_ptr<PgLease> lease, const LockSpec& spec,
+                           const std::optional<std::string>& value, milliseconds retry_every,
+                           LeaseWait& wait)
+    : lease_(std::move(lease)),
+      spec_(spec),
+      wake_(wait.wake()),
+      key_(pg_key(spec.prefix)),
+      record_(HolderRecord::for_this_process(spec.prefix, spec.session_name)),
+      retry_every_(retry_every) {
+  record_.value = value.value_or("");
+  std::string comment = record_comment(record_, spec.limit);
+  if (comment.size() > kMaxComment)
+    throw Error(
+        "the prefix and -value are too long for PostgreSQL: its holder record must "
+        "fit in " +
+        std::to_string(kMaxComment) +
+        " bytes, as pg_stat_activity, "
+        "where others read it, shows the first 1 KiB of a statement");
+  lease_->connection().set_comment(std::move(comment));
+}
+
+PgContention::~PgContention() { leave(); }
+
+std::vector<PgRow> PgContention::run(const std::string& sql, const std::vector<std::string>& params,
+                                     milliseconds timeout) {
+  auto sent = Clock::now();
+  auto rows = lease_->connection().run(sql, params, timeout, &wake_);
+  lease_->answered(sent, rows.empty() ? 0
+                                      : pid_in({{rows[0].empty() ? std::nullopt : rows[0][0]}},
+                                               lease_->connection().where()));
+  return rows;
+}
+
+std::vector<PgLockRow> PgContention::prefix_locks() {
+  std::vector<PgLockRow> rows;
+  for (const auto& cells :
+       lease_->connection().run(kPrefixLocksSql, pg_key_params(key_), kStatementTimeout, &wake_))
+    if (auto row = lock_row(cells)) rows.push_back(*row);
+  return rows;
+}
+
+// The lock's key; for a semaphore, its line. The server queues us behind whoever has it.
+void PgContention::take_line(const Queued& queued) {
+  queued();
+  run("SELECT pg_backend_pid(), pg_advisory_lock($1::int4, $2::int4)" + kOnlyOurs + "$3::int4",
+      {std::to_string(key_.k1), std::to_string(key_.k2), std::to_string(lease_->backend_pid())},
+      kNoTimeout);
+}
+
+// The fencing token, taken once the turn came, with `then` in the same statement (its columns
+// follow the pid and the token). A transaction that writes nothing commits without waiting for
+// the disk, and a crash would then hand its ID out again: the message (logical decoding's, read
+// by nobody) makes its commit wait until it is on disk.
+std::vector<PgRow> PgContention::take_token(const std::string& then,
+                                            const std::vector<std::string>& params) {
+  auto rows =
+      run("SELECT pg_backend_pid(), pg_current_xact_id()::text, "
+          "pg_logical_emit_message(true, 'lock', '')" +
+              then,
+          params, kStatementTimeout);
+  record_.token = token_in(rows, lease_->connection().where());
+  lease_->connection().set_comment(record_comment(record_, spec_.limit));
+  return rows;
+}
+
+// The prefix's listeners (-status -watch) hear of the turn taken once the statement that tells
+// them shows the token in pg_stat_activity: the next statement after take_token().
+void PgContention::announce() {
+  run("SELECT pg_backend_pid(), pg_notify($1, '')", {channel_of(key_)}, kStatementTimeout);
+}
+
+std::vector<std::int64_t> PgContention::held_keys(const std::optional<std::string>& cell) const {
+  auto keys = keys_in(cell);
+  if (!keys)
+    throw PgUnreachable(lease_->connection().where() + ": a list of locks that is no list");
+  return *keys;
+}
+
+bool PgContention::lock(const Queued& queued) {
+  take_line(queued);
+  // A semaphore's holders came first (they take their slots only while they hold this key).
+  auto rows = take_token(", " + held_keys_column(1), {pg_key_params(key_)[0]});
+  auto limits = held_slot_limits(key_, held_keys(rows.at(0).at(3)));
+  if (!limits.empty())
+    throw not_lock_use(printable(spec_.prefix) + " is a semaphore of " + std::to_string(limits[0]) +
+                       " slots");
+  announce();
+  verbose("{}: acquired the advisory lock ({}, {}) of {} (fencing token {})",
+          lease_->connection().where(), key_.k1, key_.k2, printable(spec_.prefix), record_.token);
+  return true;
+}
+
+bool PgContention::semaphore(const Queued& queued) {
+  if (spec_.limit > kMaxPgLimit)
+    throw Error("-n on PostgreSQL is at most " + std::to_string(kMaxPgLimit));
+  // A lock's holder, or another limit's, refuses us now, as on the other backends, rather than
+  // once we are first in line; only the first in line's look is final.
+  check_semaphore_use();
+  take_line(queued);
+  lease_->connection().run("LISTEN " + channel_of(key_), {}, kStatementTimeout, &wake_);
+  for (;;) {
+    if ((slot_ = try_slots())) break;
+    verbose("all {} slots of {} are taken; waiting for a holder to let one go", spec_.limit,
+            printable(spec_.prefix));
+    wait_for_word(retry_every_);
+  }
+  lease_->connection().run("UNLISTEN *", {}, kStatementTimeout, &wake_);
+  take_token(", pg_advisory_unlock($1::int4, $2::int4)",
+             {std::to_string(key_.k1), std::to_string(key_.k2)});
+  announce();
+  verbose("{}: took slot {} of {} of {} (fencing token {})", lease_->connection().where(), *slot_,
+          spec_.limit, printable(spec_.prefix), record_.token);
+  return true;
+}
+
+void PgContention::check_semaphore_use() {
+  auto rows = prefix_locks();
+  if (held_by_a_lock(rows)) throw not_semaphore_use(printable(spec_.prefix) + " is a lock");
+  for (int theirs : held_slot_limits(key_, rows))
+    if (theirs != spec_.limit) throw limit_conflict(theirs, spec_.limit);
+}
+
+// The first free slot, taken; nullopt when every one is held. The first that
+// pg_try_advisory_lock gets ends the scan (LIMIT 1), so that no second one is taken. The same
+// statement reads the slots held for another limit: a conflict then lets go of ours with the
+// session, before any child ran.
+std::optional<int> PgContention::try_slots() {
+  auto rows =
+      run("SELECT pg_backend_pid(), (SELECT s FROM unnest($1::bigint[]) WITH ORDINALITY "
+          "AS t(k, s) WHERE pg_try_advisory_lock(k) LIMIT 1), " +
+              held_keys_column(3) + kOnlyOurs + "$2::int4",
+          {slot_array(key_, spec_.limit), std::to_string(lease_->backend_pid()),
+           pg_key_params(key_)[0]},
+          kStatementTimeout);
+  for (int theirs : held_slot_limits(key_, held_keys(rows.at(0).at(2))))
+    if (theirs != spec_.limit) throw limit_conflict(theirs, spec_.limit);
+  const auto& cell = rows.at(0).at(1);
+  int slot = 0;
+  if (!cell) return std::nullopt;
+  if (std::from_chars(cell->data(), cell->data() + cell->size(), slot).ec != std::errc() ||
+      slot < 1 || slot > spec_.limit)
+    throw PgUnreachable(lease_->connection().where() + ": a slot that is no slot of ours");
+  return slot;
+}
+
+// Until a holder says it let a slot go (NOTIFY), or `at_most`: one that died said nothing.
+void PgContention::wait_for_word(milliseconds at_most) {
+  PgConnection& connection = lease_->connection();
+  Deadline by = Deadline::after(at_most);
+  while (!by.passed()) {
+    std::vector<pollfd> fds = {{connection.socket(), POLLIN, 0},
+                               {connection.notified_fd(), POLLIN, 0}};
+    for (int fd : wake_.fds) fds.push_back({fd, POLLIN, 0});
+    timespec ts;
+    if (ppoll(fds.data(), fds.size(), by.remaining(ts), nullptr) <= 0) continue;
+    if (std::any_of(fds.begin() + 2, fds.end(), [](const pollfd& p) { return p.revents; }) &&
+        !wake_.keep_going())
+      throw Cancelled("the wait is over");
+    if ((fds[0].revents || fds[1].revents) && !connection.take_unasked().empty()) return;
+  }
+}
+
+std::unique_ptr<Hold> PgContention::hold() {
+  lease_->watch_for_end();
+  return std::make_unique<PgHold>(std::move(lease_), key_, slot_, spec_.limit, record_);
+}
+
+// Closing the session leaves the line, and lets go of anything it took.
+void PgContention::leave() {
+  if (lease_) lease_->end();
+}
+
+}  // namespace lk

@@ -1,0 +1,188 @@
+"""The PostgreSQL backend when things go wrong: the server ends the holder's session
+(pg_terminate_backend, a restart, its idle timeout after a pause), a pooler hands statements to
+another session, the server is too old, the password is wrong, nobody answers. What the child
+sees (stopped, and when), how lock exits and what it says, and that no secret is ever shown."""
+
+import json
+import os
+import signal
+import time
+import unittest
+
+from harness import SLOW, free_port, pid_alive, read_file, wait_for
+from pg_doubles import OldServer, TransactionPooler
+from postgres_server import PostgresTestCase, missing, withlock_key
+
+MISSING = missing()
+
+
+@unittest.skipIf(MISSING, MISSING)
+class PgLossTest(PostgresTestCase):
+    def child_that_logs_term(self):
+        return (f'trap \'date +%s.%N > {self.path("term")}; exit 0\' TERM; '
+                f'echo "$LOCK_SESSION" > {self.path("session")}; while :; do sleep 0.01; done')
+
+    def start_holder(self, *flags):
+        holder = self.start_lock("-lost-exit-code", "9", *flags, self.prefix, self.child_that_logs_term())
+        session = int(self.wait_file("session", "\n"))
+        return holder, session
+
+    def test_a_terminated_session_stops_the_child_at_once(self):
+        """Within 250 ms of the server closing the connection, the child's shell and its date(1)
+        counted, on a loaded machine."""
+        holder, session = self.start_holder()
+        asked = time.time()
+        self.assertTrue(self.pg.terminate(session, wait=False))
+        self.wait_file("term", "\n")
+        self.assertLess(float(read_file(self.path("term"))) - asked, 0.25 * SLOW)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 9, err)
+        # (The shell may say "Terminated" of its sleep first.)
+        self.assertRegex(err.splitlines()[-1], r"^lock: lock lost: PostgreSQL at 127\.0\.0\.1:\d+: the "
+                                               r"server ended our session: terminating connection due "
+                                               r"to administrator command; the child was stopped\Z")
+        self.assert_nothing_left()
+
+    def test_a_server_restart_loses_the_hold_and_the_next_token_is_higher(self):
+        holder, _ = self.start_holder()
+        (shown,) = json.loads(self.run_lock("-status", "-json", self.prefix).stdout)["holders"]
+        self.pg.restart()
+        self.wait_file("term", "\n")
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 9, err)
+        self.assertIn("lock lost: ", err)
+        r = self.run_lock(self.prefix, 'echo "$LOCK_FENCING_TOKEN"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(int(r.stdout), shown["token"])
+        self.assert_nothing_left()
+
+    def test_a_paused_holder_is_stopped_before_the_server_ends_its_session(self):
+        """lock itself stopped (SIGSTOP): its watchdog kills the child at the lease-safe deadline,
+        and the server ends the silent session once -session-ttl passed, which lets the next
+        contender in, never before the child is dead."""
+        ttl = 2
+        holder = self.start_lock("-session-ttl", f"{ttl}s", "-kill-after", "500ms", self.prefix,
+                                 f"trap '' TERM; echo $$ > {self.path('pid')}; while :; do sleep 0.01; done")
+        child = int(self.wait_file("pid", "\n"))
+        os.kill(holder.pid, signal.SIGSTOP)
+        paused = time.monotonic()
+        try:
+            r = self.run_lock(self.prefix, "echo ran")
+            took_over = time.monotonic()
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertFalse(pid_alive(child), "the child outlived the lease")
+            # The session was idle since its last renewal, at most one renewal period before the
+            # pause: the server ended it after the TTL, not before.
+            self.assertGreater(took_over - paused, ttl - 0.5)
+        finally:
+            os.kill(holder.pid, signal.SIGCONT)
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 1, err)
+        self.assert_nothing_left()
+
+    def test_a_server_paused_within_the_budget_is_ridden_out(self):
+        """A renewal the server answers late is awaited, not abandoned: abandoning it would close
+        the connection, and the session and its lock with it. 2 s of a 4 s budget."""
+        holder, session = self.start_holder()
+        self.pg.pause()
+        try:
+            time.sleep(2)  # the pause's length is what is under test
+        finally:
+            self.pg.resume()
+        wait_for(lambda: len(self.pg.sessions()) >= 1, 10, "the server to answer again")
+        self.assertFalse(os.path.exists(self.path("term")))
+        self.assert_running(holder)
+        (held,) = [l for l in self.pg.advisory_locks() if l["granted"]]
+        self.assertEqual(held["pid"], session)
+        holder.terminate()
+        self.wait_file("term", "\n")
+        self.finish(holder)
+        self.assert_nothing_left()
+
+    def test_a_pooler_in_transaction_mode_is_refused_before_anything_is_taken(self):
+        with TransactionPooler(self.pg) as pooler:
+            for n in ("1", "2"):
+                r = self.run_lock("-n", n, "-endpoints", pooler.conninfo(), self.prefix, "touch " + self.path("ran"))
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertRegex(r.stderr, r"goes through a pooler that hands statements to any session")
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                self.assertFalse(os.path.exists(self.path("ran")))
+                # Nothing was taken by any session, ours or the pooler's other one.
+                self.assertEqual([l for l in self.pg.advisory_locks() if l["granted"]], [])
+        self.assert_nothing_left()
+
+
+@unittest.skipIf(MISSING, MISSING)
+class PgConnectTest(PostgresTestCase):
+    def env_without_pg(self):
+        return {k: v for k, v in self.env.items() if not k.startswith("PG")}
+
+    def test_a_uri_a_connection_string_a_password_file_and_a_service_each_reach_the_server(self):
+        env = self.env_without_pg()
+        for endpoints in (self.pg.uri(), self.pg.conninfo()):
+            r = self.run_lock("-endpoints", endpoints, self.prefix, "true", env=env)
+            self.assertEqual((r.returncode, r.stderr), (0, ""))
+        passfile = self.pg.write_pgpass(self.path("pgpass"))
+        r = self.run_lock(self.prefix, "true", env=dict(self.env, PGPASSFILE=passfile, PGPASSWORD=""))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        with open(self.path("pg_service.conf"), "w") as f:
+            f.write(f"[ops]\nhost={self.pg.host}\nport={self.pg.port}\nuser={self.pg.user}\n"
+                    f"dbname={self.pg.dbname}\npassword={self.pg.password}\n")
+        env = dict(self.env_without_pg(), PGSERVICEFILE=self.path("pg_service.conf"))
+        r = self.run_lock("-endpoints", "service=ops", self.prefix, "true", env=env)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assert_nothing_left()
+
+    def test_a_wrong_password_is_one_line_exit_1_and_never_shown(self):
+        secret = "wrong-secret-4417"
+        for args in ((self.prefix, "true"), ("-verbose", self.prefix, "true"), ("-status", self.prefix)):
+            r = self.run_lock("-endpoints", self.pg.uri(password=secret), *args, env=self.env_without_pg())
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertNotIn(secret, r.stderr + r.stdout)
+            self.assertRegex(r.stderr.splitlines()[-1], r"^lock: PostgreSQL at 127\.0\.0\.1:\d+: "
+                                                        r".*password authentication failed")
+            if args[0] == self.prefix:
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        # libpq quotes what it cannot read of a connection string; lock leaves the quote out.
+        for endpoints in (f"password={secret} junk", f"postgresql://u:{secret}@[::1",
+                          f"postgresql://u:{secret}%zz@h/db"):
+            r = self.run_lock("-endpoints", endpoints, self.prefix, "true", env=self.env_without_pg())
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertRegex(r.stderr, r'^lock: PostgreSQL: [^\n]*"\.\.\."[^\n]*\n\Z')
+            self.assertNotIn("secret", r.stderr)
+
+    def test_an_unreachable_server_is_one_line_and_exit_1(self):
+        port = free_port()
+        started = time.monotonic()
+        r = self.run_lock("-timeout", "2s", "-endpoints", f"host=127.0.0.1 port={port} password=hush",
+                          self.prefix, "touch " + self.path("ran"), env=self.env_without_pg())
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertLess(time.monotonic() - started, 2 + 5 * SLOW)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn(f"127.0.0.1:{port}", r.stderr)
+        self.assertNotIn("hush", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_an_older_server_is_refused(self):
+        with OldServer("13.11") as old:
+            r = self.run_lock("-endpoints", old.conninfo(), self.prefix, "touch " + self.path("ran"),
+                              env=self.env_without_pg())
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, f"lock: PostgreSQL at 127.0.0.1:{old.port}: PostgreSQL 13 cannot end "
+                                   "an idle session by itself (idle_session_timeout came with 14): a "
+                                   "stopped holder would keep the lock for good; lock needs PostgreSQL "
+                                   "14 or later\n")
+        self.assertFalse(os.path.exists(self.path("ran")))
+
+    def test_a_session_level_lock_on_the_key_is_ours_alone(self):
+        """The key in pg_locks is withlock's (the fixture computes it independently)."""
+        holder = self.hold(prefix=self.prefix)
+        self.assertEqual([l["key"] for l in self.pg.advisory_locks() if l["granted"]],
+                         [withlock_key(self.prefix)])
+        self.release()
+        self.assert_succeeds(holder)
+        self.assert_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main()
