@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import statistics
 import sys
 import tempfile
@@ -25,14 +24,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
+from ab import cpu_of_children, one_run  # noqa: E402
 from etcd_bench import peak_rss_mb, run  # noqa: E402
 import orphans  # noqa: E402
 from postgres_server import PSQL, WITHLOCK, PostgresServer, withlock_key  # noqa: E402
 from summary_table import print_summary  # noqa: E402
-
-DEVNULL = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-           (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
-           (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
 
 # psql-lock NAME COMMAND [ARG...]: what a team writes by hand. One psql session, a coprocess of
 # the shell, takes the name's advisory lock (withlock's key, derived in SQL as pg_layout.hpp
@@ -161,24 +157,6 @@ class StatementLog:
         self.offset += len(text)
         pids = [m.group(1) for m in self.line.finditer(text)]
         return len(pids), len(set(pids))
-
-
-def cpu_of_children():
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (u.ru_utime + u.ru_stime) * 1e3
-
-
-def one_run(argv, env):
-    """(wall ms, CPU ms) of one run and of everything it left behind (lock's watchdog)."""
-    cpu = cpu_of_children()
-    t0 = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, env, file_actions=DEVNULL)
-    _, status = os.waitpid(pid, 0)
-    wall = (time.perf_counter() - t0) * 1e3
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv[0]} exited {os.waitstatus_to_exitcode(status)}")
-    orphans.reap()
-    return wall, cpu_of_children() - cpu
 
 
 def in_own_process(measure):

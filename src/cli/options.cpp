@@ -51,6 +51,11 @@ int status_value(std::string_view flag, const std::string& text) {
   return v;
 }
 
+// -metrics-file's: a file to write, so not none.
+void file_name(const std::string& text) {
+  if (text.empty()) throw UsageError("-metrics-file needs a file name");
+}
+
 const char* value_text(Value v) {
   switch (v) {
     case Value::boolean: return "";
@@ -116,10 +121,7 @@ std::vector<FlagInfo> core_rows() {
        .help =
            "Write the run's outcome and timings to this file, in node_exporter's textfile format, "
            "at acquisition and at exit",
-       .check =
-           [](const std::string& t) {
-             if (t.empty()) throw UsageError("-metrics-file needs a file name");
-           }},
+       .check = file_name},
       {.name = "kill-after",
        .value = Value::duration,
        .help = "Time between SIGTERM and SIGKILL when stopping the child (default 5s)"},

@@ -283,6 +283,26 @@ class ThreeSlots:
         self.assert_nothing_left()
 
 
+class ArrivalOrder:
+    """For the server backends' test cases (self.prefix, assert_nothing_left): waiters queued one
+    after another behind a holder run in the order they came. The case gives wait_waiting(count),
+    which returns once `count` waiters are in line on the server."""
+
+    def test_waiters_are_served_in_arrival_order(self):
+        holder = self.hold(prefix=self.prefix)
+        order = self.path("order")
+        waiters = []
+        for k in range(4):
+            waiters.append(self.start_lock(self.prefix, f"echo {k} >> {order}"))
+            self.wait_waiting(k + 1)
+        self.release()
+        self.assert_succeeds(holder)
+        for w in waiters:
+            self.assert_succeeds(w)
+        self.assertEqual(read_file(order).split(), ["0", "1", "2", "3"])
+        self.assert_nothing_left()
+
+
 class LimitConflicts:
     """Consul's words for a prefix used two ways, on a backend that says them as Consul does (the
     case gives self.prefix and assert_nothing_left): another limit, a lock on a semaphore's

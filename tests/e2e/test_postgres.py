@@ -15,7 +15,7 @@ import time
 import unittest
 
 from fault_proxy import FaultProxy
-from harness import (LOCK, SLOW, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, lock_loop,
+from harness import (LOCK, SLOW, ArrivalOrder, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, lock_loop,
                      max_overlap, read_file, wait_for)
 from notify_socket import NotifiesWhileWaiting
 from pg_requests import PgRequestLog
@@ -61,7 +61,10 @@ class PgCase(PostgresTestCase):
             p.wait(timeout=10 * SLOW)
 
 
-class PgLockTest(PgCase):
+class PgLockTest(ArrivalOrder, PgCase):
+    def wait_waiting(self, count):
+        self.wait_queued(count)
+
     def test_the_lock_is_withlocks_key_held_by_the_childs_session(self):
         holder = self.hold(prefix=self.prefix,
                            before=f'echo "$LOCK_KEY $LOCK_SESSION $LOCK_FENCING_TOKEN" > {self.path("env")}; ')
@@ -127,20 +130,6 @@ class PgLockTest(PgCase):
         peer.communicate(timeout=20 * SLOW)
         self.assert_succeeds(waiter)
         self.assertTrue(os.path.exists(self.path("ran")))
-        self.assert_nothing_left()
-
-    def test_waiters_run_first_come_first_served(self):
-        holder = self.hold(prefix=self.prefix)
-        log = self.path("log")
-        waiters = []
-        for n in range(4):
-            waiters.append(self.start_lock(self.prefix, f'echo {n} >> {log}', env=dict(self.env)))
-            self.wait_queued(n + 1)
-        self.release()
-        self.assert_succeeds(holder)
-        for w in waiters:
-            self.assert_succeeds(w)
-        self.assertEqual(read_file(log).split(), ["0", "1", "2", "3"])
         self.assert_nothing_left()
 
     def test_the_fencing_token_rises_across_runs_and_a_restart(self):

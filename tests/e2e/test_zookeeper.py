@@ -17,7 +17,7 @@ import time
 import unittest
 
 from curator_peer import CuratorHolder, missing as curator_missing, start_mutex, start_semaphore
-from harness import (LOCK, SLOW, Fleet, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
+from harness import (LOCK, SLOW, ArrivalOrder, Fleet, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
                      read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
 from zk_frames import RequestLog, zk_created_path
@@ -318,20 +318,9 @@ class UnusedParentsTest(ZooKeeperCase):
                 self.assert_nothing_left()
 
 
-class QueueTest(ZooKeeperCase):
-    def test_waiters_are_served_in_arrival_order(self):
-        holder = self.hold(prefix=self.prefix)
-        order = self.path("order")
-        waiters = []
-        for k in range(4):
-            waiters.append(self.start_lock(self.prefix, f"echo {k} >> {order}"))
-            self.wait_children(self.node, k + 2, f"waiter {k} to queue")
-        self.release()
-        self.assert_succeeds(holder)
-        for w in waiters:
-            self.assert_succeeds(w)
-        self.assertEqual(read_file(order).split(), ["0", "1", "2", "3"])
-        self.assert_nothing_left()
+class QueueTest(ArrivalOrder, ZooKeeperCase):
+    def wait_waiting(self, count):
+        self.wait_children(self.node, count + 1, f"{count} waiters to queue")
 
     def test_a_waiter_watches_only_the_node_ahead(self):
         holder = self.hold(prefix=self.prefix)

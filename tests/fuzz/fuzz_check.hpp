@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,17 @@ inline bool printable_line(std::string_view s) {
     if ((n = utf8_char(s, &c)) == 0 || c < 0x20 || (c >= 0x7f && c < 0xa0)) return false;
   }
   return true;
+}
+
+// The last sizeof(T) bytes of `bytes` (all of them when fewer) as a T, zero-filled, taken off its
+// end. An empty input may have no data pointer at all: memcpy never sees it.
+template <class T>
+T take_tail(std::string_view& bytes) {
+  T value{};
+  std::size_t tail = std::min(bytes.size(), sizeof value);
+  if (tail) std::memcpy(&value, bytes.data() + bytes.size() - tail, tail);
+  bytes.remove_suffix(tail);
+  return value;
 }
 
 inline std::vector<std::string> split(std::string_view s, char sep) {

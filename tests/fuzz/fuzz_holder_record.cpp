@@ -7,6 +7,7 @@
 // Input starting with byte 0x01: a record built from the rest (NUL-separated strings, then pid
 // and token), any bytes a user can type; to_json -> from_json must give it back exactly, and
 // to_json must add "<field>_base64" for the text fields that are not UTF-8, and only for those.
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -70,10 +71,7 @@ void check_text(const std::string& text) {
 
 void check_record(std::string_view bytes) {
   HolderRecord r;
-  std::int64_t numbers[2] = {0, 0};
-  std::size_t tail = std::min(bytes.size(), sizeof numbers);
-  std::memcpy(numbers, bytes.data() + bytes.size() - tail, tail);
-  bytes.remove_suffix(tail);
+  auto numbers = fuzz::take_tail<std::array<std::int64_t, 2>>(bytes);
   auto fields = fuzz::split(bytes, '\0');
   fields.resize(6);
   r.prefix = fields[0];

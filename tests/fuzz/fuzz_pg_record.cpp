@@ -12,6 +12,7 @@
 // since, until, -value and the statement it begins; then pid, token and limit as raw bytes), any
 // bytes a user can type and any limit -n takes: what lock writes it must read back exactly, after
 // any statement.
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -102,14 +103,8 @@ void check_statement(std::string_view statement) {
 
 void check_record(std::string_view bytes) {
   PgRecord p;
-  std::int64_t pid_token[2] = {0, 0};
-  std::uint32_t limit = 0;
-  std::size_t tail = std::min(bytes.size(), sizeof limit);
-  if (tail) std::memcpy(&limit, bytes.data() + bytes.size() - tail, tail);
-  bytes.remove_suffix(tail);
-  tail = std::min(bytes.size(), sizeof pid_token);
-  if (tail) std::memcpy(pid_token, bytes.data() + bytes.size() - tail, tail);
-  bytes.remove_suffix(tail);
+  auto limit = fuzz::take_tail<std::uint32_t>(bytes);
+  auto pid_token = fuzz::take_tail<std::array<std::int64_t, 2>>(bytes);
   auto fields = fuzz::split(bytes, '\0');
   fields.resize(7);
   HolderRecord& r = p.record;

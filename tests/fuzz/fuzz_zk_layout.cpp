@@ -22,6 +22,7 @@
 // its result again changes nothing. find_protected returns one of the children, starting with
 // "_c_<id>-", the first such; nothing when there is none.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -94,15 +95,8 @@ void check_data(std::string_view data) {
 
 void check_record(std::string_view bytes) {
   NodeOwner owner;
-  std::int64_t pid_token[2] = {0, 0};
-  std::uint32_t limit = 0;
-  // (An empty body may have no data pointer at all: memcpy must not see it.)
-  std::size_t tail = std::min(bytes.size(), sizeof limit);
-  if (tail) std::memcpy(&limit, bytes.data() + bytes.size() - tail, tail);
-  bytes.remove_suffix(tail);
-  tail = std::min(bytes.size(), sizeof pid_token);
-  if (tail) std::memcpy(pid_token, bytes.data() + bytes.size() - tail, tail);
-  bytes.remove_suffix(tail);
+  auto limit = fuzz::take_tail<std::uint32_t>(bytes);
+  auto pid_token = fuzz::take_tail<std::array<std::int64_t, 2>>(bytes);
   auto fields = fuzz::split(bytes, '\0');
   fields.resize(4);
   HolderRecord& r = owner.record;

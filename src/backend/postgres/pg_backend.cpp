@@ -1,7 +1,5 @@
 #include "backend/postgres/pg_backend.hpp"
 
-#include <poll.h>
-
 #include "backend/lease/follow_prefix.hpp"
 #include "backend/lease/leased_acquire.hpp"
 #include "backend/postgres/pg_layout.hpp"
@@ -77,12 +75,8 @@ void PgBackend::watch_status(const std::string& prefix, Deadline deadline,
       heard();
       show(status);
       for (;;) {
-        std::vector<pollfd> fds = {{connection->socket(), POLLIN, 0},
-                                   {connection->notified_fd(), POLLIN, 0}};
-        for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
-        if (poll(fds.data(), fds.size(), -1) <= 0) continue;
-        if (fds[0].revents || fds[1].revents) return Look::changed;
-        if (!wake.keep_going()) throw Cancelled("stopped");
+        if (connection->await_unasked(Deadline::never(), wake) == PgConnection::Unasked::sent)
+          return Look::changed;
         if (probed) return Look::changed;
         // A probe that failed closed the connection: the next look makes a new one.
         if (connection->socket() < 0)

@@ -233,6 +233,16 @@ void PgConnection::keep_notifications() {
   }
 }
 
+PgConnection::Unasked PgConnection::await_unasked(Deadline by, const Wake& wake) {
+  std::vector<pollfd> fds = {{socket(), POLLIN, 0}, {notified_fd_.fd(), POLLIN, 0}};
+  for (int fd : wake.fds) fds.push_back({fd, POLLIN, 0});
+  timespec ts;
+  if (ppoll(fds.data(), fds.size(), by.remaining(ts), nullptr) <= 0) return Unasked::quiet;
+  if (fds[0].revents || fds[1].revents) return Unasked::sent;
+  if (!wake.keep_going()) throw Cancelled("the wait is over");
+  return Unasked::woken;
+}
+
 std::vector<std::string> PgConnection::take_unasked() {
   std::lock_guard lock(use_);
   if (!conn_) throw PgUnreachable(where_ + ": the connection was closed");

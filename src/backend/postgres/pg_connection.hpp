@@ -85,9 +85,12 @@ class PgConnection {
   // Reads what the server sent unasked, without waiting: the channels of the notifications it
   // brought. Throws PgUnreachable when the connection ended (the server ended our session).
   std::vector<std::string> take_unasked();
-  // Readable once notifications came that a statement read meanwhile (from another thread:
-  // the socket then says nothing), until take_unasked() returns them.
-  int notified_fd() const { return notified_fd_.fd(); }
+  // Waits until the server sent something unasked (or notifications came that a statement read
+  // meanwhile, from another thread: the socket then says nothing) (sent), `wake` was woken and
+  // says go on (woken), or `by` passed (quiet). Throws Cancelled when `wake` says stop. Reads
+  // nothing: take_unasked() does.
+  enum class Unasked { sent, woken, quiet };
+  Unasked await_unasked(Deadline by, const Wake& wake);
 
  private:
   std::vector<PgRow> run_locked(const std::string& sql, const std::vector<std::string>& params,

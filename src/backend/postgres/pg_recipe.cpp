@@ -1,8 +1,5 @@
 #include "backend/postgres/pg_recipe.hpp"
 
-#include <poll.h>
-
-#include <algorithm>
 #include <charconv>
 
 #include "backend/postgres/pg_hold.hpp"
@@ -68,9 +65,7 @@ std::vector<PgRow> PgContention::run(const std::string& sql, const std::vector<s
                                      milliseconds timeout) {
   auto sent = Clock::now();
   auto rows = lease_->connection().run(sql, params, timeout, &wake_);
-  lease_->answered(sent, rows.empty() ? 0
-                                      : pid_in({{rows[0].empty() ? std::nullopt : rows[0][0]}},
-                                               lease_->connection().where()));
+  lease_->answered(sent, rows.empty() ? 0 : pid_in(rows, lease_->connection().where()));
   return rows;
 }
 
@@ -189,18 +184,10 @@ std::optional<int> PgContention::try_slots() {
 // Until a holder says it let a slot go (NOTIFY), or `at_most`: one that died said nothing.
 void PgContention::wait_for_word(milliseconds at_most) {
   PgConnection& connection = lease_->connection();
-  Deadline by = Deadline::after(at_most);
-  while (!by.passed()) {
-    std::vector<pollfd> fds = {{connection.socket(), POLLIN, 0},
-                               {connection.notified_fd(), POLLIN, 0}};
-    for (int fd : wake_.fds) fds.push_back({fd, POLLIN, 0});
-    timespec ts;
-    if (ppoll(fds.data(), fds.size(), by.remaining(ts), nullptr) <= 0) continue;
-    if (std::any_of(fds.begin() + 2, fds.end(), [](const pollfd& p) { return p.revents; }) &&
-        !wake_.keep_going())
-      throw Cancelled("the wait is over");
-    if ((fds[0].revents || fds[1].revents) && !connection.take_unasked().empty()) return;
-  }
+  for (Deadline by = Deadline::after(at_most); !by.passed();)
+    if (connection.await_unasked(by, wake_) == PgConnection::Unasked::sent &&
+        !connection.take_unasked().empty())
+      return;
 }
 
 std::unique_ptr<Hold> PgContention::hold() {
