@@ -301,6 +301,7 @@ def main():
         env = dict(client_env(pg), LOCK_BACKEND="postgres")
         server = ServerCpu(pg.pid)
         version = pg.sql("SHOW server_version")[0][0]
+        pg.settle()  # lock's first turns on a fresh server wait out holders it may have forgotten
         print(f"== PostgreSQL {version} at {pg.host}:{pg.port}, data in {pg.data_dir}; "
               "every client connects over TCP with a password (SCRAM-SHA-256)")
 

@@ -173,6 +173,7 @@ class Postgres(Served):
     def __enter__(self):
         from postgres_bench import ServerCpu, StatementLog
         super().__enter__()
+        self.server.settle()  # lock's first turns on a fresh server wait out forgotten holders
         self.reader = ServerCpu(self.server.pid)
         self.log = StatementLog(self.server).__enter__()
         self.statements = 0

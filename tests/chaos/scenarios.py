@@ -53,14 +53,7 @@ from zookeeper_server import ZooKeeperServer, missing as zookeeper_missing  # no
 # all) -> (kind, why), kind one of checker.KINDS or a tuple of them. Such a row still runs and
 # prints, as "xfail"; any other kind of failure in it is still a FAIL, and a clean run shows as
 # XPASS, so the entry can go.
-EXPECTED_FAILURES = {
-    ("postgres", "server restart, victim cut off", None): (
-        ("overlaps", "overruns"), "a restarted PostgreSQL server has forgotten every session "
-        "and hands the lock on at once, while a holder that did not see the crash keeps its "
-        "child until its stop is due (the TTL less a tenth less -kill-after after its last "
-        "renewal): its lease-safe deadline assumes a lease the server keeps across a restart "
-        "(as a promoted standby, which never had the session, does not either)"),
-}
+EXPECTED_FAILURES = {}
 
 # Replies that must never count, by backend and phase: a path-like session ID (Consul: as the
 # answer to creating a session, and to renewing one); a negative lease ID and a txn "success"
@@ -481,6 +474,7 @@ class PostgresBackend:
         if why:
             raise RuntimeError(f"PostgreSQL fixtures unavailable: {why}")
         self.server = PostgresServer().__enter__()
+        self.server.settle()  # a fresh server's first turns wait out its forgotten holders
         self.messages = PgMessages()
         return self
 
@@ -715,23 +709,25 @@ def _pause_server_beyond_ttl(run, v):
     _pause_server(run.ttl + 1.5)(run, v)
 
 
-def _restart_server(run, v):
+def _restart_server(run, v, forgotten_for=0.0):
+    """For a server whose sessions are its connections (PostgreSQL), the crash ended every
+    session, and the server hands locks on once it is back; the turn it hands on begins only
+    `forgotten_for` later, by when a holder it forgot must have stopped."""
     back = run.backend.restart(2.0)
     if getattr(run.backend, "session_is_connection", False):
-        # The crash ended every session; the server hands locks on once it is back.
-        run.deadlines[v.section.pid] = back
+        run.deadlines[v.section.pid] = back + forgotten_for
 
 
 def _restart_server_unseen(run, v):
     """The server crashes and comes back while the victim is cut off from it: the proxy
     blackholes its connection (the crash's FIN included) until its lock gives up. The victim
-    sees silence only, and must stop by its lease deadline, which for PostgreSQL is when the
-    server came back: the crash ended every session, and the restarted server hands locks on at
-    once. (The other servers keep their leases across a restart, which makes this "proxy
-    blackhole > TTL" for them.)"""
+    sees silence only, and must stop by its lease deadline. For PostgreSQL, whose restarted
+    server has forgotten every session and hands locks on at once, that is -session-ttl after
+    the server came back, when the next holder's turn begins (pg_recipe.cpp). (The other servers
+    keep their leases across a restart, which makes this "proxy blackhole > TTL" for them.)"""
     run.proxy.set_mode("blackhole")
     try:
-        _restart_server(run, v)
+        _restart_server(run, v, forgotten_for=run.ttl)
         wait_until(lambda: not alive(v.proc.pid) or v.section.end is not None,
                    (run.ttl * 2 + 10) * SLOW, 0.02)
     finally:

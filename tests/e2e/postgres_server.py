@@ -1,6 +1,6 @@
 """A real PostgreSQL server for the tests: Debian's PostgreSQL (the newest version installed under
 /usr/lib/postgresql) on a free loopback port, in a temporary directory, started and stopped by
-its own PID. PostgresServer is a context manager; PostgresTestCase runs one per test class.
+its own PID. PostgresServer is a context manager; PostgresTestCase runs one per test module.
 
 The server runs as `nobody` when the tests run as root (PostgreSQL refuses to run as root), as the
 current user otherwise. It listens on 127.0.0.1 only; its unix socket lives in the temporary
@@ -67,6 +67,7 @@ import stat
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.parse
 
 from harness import SLOW, LockTestCase, free_port, pid_alive, proc_stat, wait_for
@@ -102,6 +103,7 @@ SUPERUSER = "postgres"
 FIXTURE_APP = "lock-test-fixture"
 START_TIMEOUT = 30.0  # seconds (times SLOW); a start takes well under a second
 START_MARK = "--- lock tests: starting"  # a line in the log before each start
+DEFAULT_TTL = 10.0  # seconds: lock's -session-ttl on PostgreSQL unless given
 
 # Field, record and NULL markers for psql's unaligned output: bytes no test value contains.
 _FS, _RS, _NULL = "\x1f", "\x1e", "\x1d"
@@ -246,6 +248,7 @@ class PostgresServer:
         self.settings.update(settings or {})
         self.proc = None
         self.log = None
+        self._settled_for = 0
         self.start_seconds = None
         self.init_seconds = None
         # The postmaster's parent-death signal follows the thread that forked it: one thread,
@@ -345,6 +348,7 @@ class PostgresServer:
             self._reap()
             return False
         self.start_seconds = time.monotonic() - began
+        self._settled_for = 0
         return True
 
     def _ready(self):
@@ -414,6 +418,23 @@ class PostgresServer:
         """A fast stop and a start: same port, same data; every session ends."""
         self.stop()
         self.start()
+
+    def sessions_age(self):
+        """Seconds since the server's sessions began: its start, or its last recovery from a
+        crash (lock's own measure, pg_recipe.cpp's kSessionsAgeSql)."""
+        (age,), = self.sql("SELECT extract(epoch FROM clock_timestamp() - greatest("
+                           "pg_postmaster_start_time(), pg_stat_get_bgwriter_stat_reset_time()))")
+        return float(age)
+
+    def settle(self, ttl=DEFAULT_TTL):
+        """Returns once the server's sessions began at least `ttl` seconds ago. lock starts a turn
+        that came sooner only then (a holder the server forgot may still run), which would
+        stretch every first acquisition on a fresh server by up to the TTL."""
+        if self._settled_for >= ttl:
+            return
+        while (left := ttl - self.sessions_age()) > 0:
+            time.sleep(left)  # until a time the server's clock set; then asked again
+        self._settled_for = ttl
 
     def _reap(self):
         if self.proc is not None:
@@ -631,6 +652,19 @@ def _signal(pid, sig, started=None):
         pass
 
 
+_module_servers = {}
+
+
+def _module_server(settings):
+    """The classes of one test module share a server for each set of settings (it is settled
+    once, not once per class), stopped once the module's tests are done."""
+    key = repr(sorted((settings or {}).items()))
+    if key not in _module_servers:
+        _module_servers[key] = PostgresServer(settings=settings).__enter__()
+        unittest.addModuleCleanup(lambda: _module_servers.pop(key).__exit__(None, None, None))
+    return _module_servers[key]
+
+
 class PostgresTestCase(LockTestCase):
     """One server per test class, a prefix per test, and self.env that reaches the server the way
     a user's shell would: PGHOST, PGPORT, PGUSER, PGDATABASE and PGPASSWORD (and
@@ -638,21 +672,20 @@ class PostgresTestCase(LockTestCase):
     the machine's supplies a password a test meant to leave out."""
 
     SETTINGS = None  # postgresql.conf lines for this class's server
+    # Whether lock runs here, and needs the server settled (PostgresServer.settle) before a test.
+    SETTLE = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.pg = PostgresServer(settings=cls.SETTINGS).__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pg.__exit__(None, None, None)
-        super().tearDownClass()
+        cls.pg = _module_server(cls.SETTINGS)
 
     def setUp(self):
         super().setUp()
         self.pg.start()  # in case an earlier test stopped it
         self.pg.resume()
+        if self.SETTLE:
+            self.pg.settle()
         self.env = self.pg.env(self.env)
         self.env["PGPASSFILE"] = self.path("no-pgpass")
         self.prefix = self.id().rsplit(".", 1)[1]  # a prefix of its own for each test

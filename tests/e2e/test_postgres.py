@@ -16,7 +16,7 @@ import unittest
 
 from fault_proxy import FaultProxy
 from harness import (LOCK, SLOW, ArrivalOrder, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, lock_loop,
-                     max_overlap, read_file, wait_for)
+                     Watch, max_overlap, read_file, wait_for)
 from notify_socket import NotifiesWhileWaiting
 from pg_requests import PgRequestLog
 from postgres_server import (PSQL, PostgresTestCase, missing, withlock_key, withlock_key_sql,
@@ -231,6 +231,7 @@ class PgSemaphoreTest(ThreeSlots, LimitConflicts, PgCase):
         killed = time.monotonic()
         self.wait_file("ran")
         self.assertLess(time.monotonic() - killed, 1.0 * SLOW)
+        self.finish(victim)
         self.assert_succeeds(waiter)
         self.release("keep")
         self.assert_succeeds(keeper)
@@ -275,12 +276,41 @@ class PgFleetTest(Fleet, PgCase):
 class PgStatusWatchTest(StatusWatch, PgCase):
     # The holder's record is in every statement it sends, the value with it.
     VALUE_HOLDER = r"pid \d+ on \S+ since \S+Z"
+
     @contextlib.contextmanager
-    def proxy(self):
-        log = PgRequestLog()
+    def proxy(self, log=None):
+        """Lists the round trips: statements, and the pings that ask the server nothing."""
+        log = log or PgRequestLog()
         with FaultProxy(self.pg.host, self.pg.port, on_upstream=log) as proxy:
             host, port = proxy.address.rsplit(":", 1)
-            yield proxy, lambda: [sql for _, sql in log.requests()], ["-endpoints", f"host={host} port={port}"]
+            yield proxy, lambda: [sql for _, sql in log.round_trips()], ["-endpoints", f"host={host} port={port}"]
+
+    def test_a_quiet_watch_reads_the_prefix_once_per_5_seconds(self):
+        """A session that takes the key without a word (no NOTIFY: psql's, here) shows at the
+        next read of the prefix's locks, within 5 quiet seconds and a renewal period; in
+        between, the watch only asks the server whether it is there, with no statement."""
+        log = PgRequestLog()
+        with self.proxy(log) as (proxy, round_trips, via):
+            watch = Watch(self, *via, self.prefix)
+            self.assertEqual(watch.next(), f"prefix '{self.prefix}': not held\n")
+            before, trips_before = len(log.requests()), len(round_trips())
+            time.sleep(10)  # time passing, with nothing happening, is what is under test
+            statements = log.requests()[before:]
+            self.assertLessEqual(len(statements), 2, statements)
+            self.assertGreaterEqual(len(round_trips()) - trips_before - len(statements), 10 / self.RENEW / 2)
+            k1, k2 = withlock_key(self.prefix)
+            # psql holds the key until its input ends.
+            with subprocess.Popen([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-"], env=self.env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as psql:
+                psql.stdin.write(f"SELECT pg_advisory_lock({k1}, {k2});\n")
+                psql.stdin.flush()
+                wait_for(lambda: any(l["granted"] for l in self.key_locks()), 10, "psql to hold the key")
+                took = time.monotonic()
+                self.assertRegex(watch.next(timeout=5 + self.RENEW + 5),
+                                 rf"^prefix '{self.prefix}': held \(lock\)\n")
+                self.assertLess(time.monotonic() - took, 5 + self.RENEW + 1.5 * SLOW)
+            self.assertEqual(watch.stop()[0], 0)
+        self.assert_nothing_left()
 
 
 class PgOperatorsTest(OperatorFlags, PgCase):

@@ -9,6 +9,7 @@ import signal
 import time
 import unittest
 
+from fault_proxy import FaultProxy
 from harness import SLOW, free_port, pid_alive, read_file, wait_for
 from pg_doubles import OldServer, TransactionPooler
 from postgres_server import PostgresTestCase, missing, withlock_key
@@ -44,16 +45,48 @@ class PgLossTest(PostgresTestCase):
         self.assert_nothing_left()
 
     def test_a_server_restart_loses_the_hold_and_the_next_token_is_higher(self):
-        holder, _ = self.start_holder()
+        holder, _ = self.start_holder("-session-ttl", "2s", "-kill-after", "500ms")
         (shown,) = json.loads(self.run_lock("-status", "-json", self.prefix).stdout)["holders"]
         self.pg.restart()
         self.wait_file("term", "\n")
         code, _, err = self.finish(holder)
         self.assertEqual(code, 9, err)
         self.assertIn("lock lost: ", err)
-        r = self.run_lock(self.prefix, 'echo "$LOCK_FENCING_TOKEN"')
+        r = self.run_lock("-session-ttl", "2s", "-kill-after", "500ms", self.prefix, 'echo "$LOCK_FENCING_TOKEN"')
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(int(r.stdout), shown["token"])
+        self.assert_nothing_left()
+
+    def test_after_a_restart_a_turn_waits_out_a_holder_the_server_forgot(self):
+        """A holder cut off from the server while it restarts runs its child until its
+        lease-safe deadline, while the restarted server hands the lock on at once: the next
+        holder starts its child only once -session-ttl has passed since the restart, after the
+        first one's was stopped. The same for a crash, which recovers rather than restarts."""
+        ttl = 3
+        flags = ("-session-ttl", f"{ttl}s", "-kill-after", "500ms")
+        for crash in (False, True):
+            with self.subTest(crash=crash), FaultProxy(self.pg.host, self.pg.port) as proxy:
+                for name in ("term", "session", "second"):
+                    if os.path.exists(self.path(name)):
+                        os.unlink(self.path(name))
+                host, port = proxy.address.rsplit(":", 1)
+                holder, _ = self.start_holder(*flags, "-endpoints", f"host={host} port={port}")
+                proxy.set_mode("blackhole")
+                if crash:
+                    self.pg.kill()
+                    self.pg.start()
+                else:
+                    self.pg.restart()
+                second = self.run_lock(*flags, "-verbose", self.prefix,
+                                       f"date +%s.%N > {self.path('second')}")
+                self.assertEqual(second.returncode, 0, second.stderr)
+                self.assertRegex(second.stderr, r"the server's sessions began \d+ ms ago \(a start, "
+                                 r"or a recovery from a crash\); a holder it forgot may run until "
+                                 r"-session-ttl after that: our turn begins in \d+ ms\n")
+                self.assertLess(float(read_file(self.path("term"))),
+                                float(read_file(self.path("second"))))
+                code, _, err = self.finish(holder)
+                self.assertEqual(code, 9, err)
         self.assert_nothing_left()
 
     def test_a_paused_holder_is_stopped_before_the_server_ends_its_session(self):

@@ -52,6 +52,8 @@ def gone(processes):
 @unittest.skipIf(MISSING, MISSING)
 @unittest.skipIf(SANITIZED, SANITIZED)
 class PostgresFixtureTest(PostgresTestCase):
+    SETTLE = False  # no lock runs here
+
     def psql(self, *args, env=None, timeout=20):
         """psql as a user would run it, with the test's environment (PGHOST, ...)."""
         return subprocess.run([PSQL, "-X", "-A", "-t", *args], env=env or self.env, text=True,

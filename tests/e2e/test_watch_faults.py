@@ -13,6 +13,7 @@ import unittest
 
 from etcd_server import EtcdTestCase
 from harness import SLOW, Watch, wait_for
+from postgres_server import PostgresTestCase, missing as postgres_missing
 from test_consul import ConsulTestCase
 from test_zookeeper import MISSING, ZooKeeperCase
 
@@ -27,7 +28,8 @@ class SilentServer:
 
     @contextlib.contextmanager
     def server_paused(self):
-        """Continued before the case's own clean-up, which may ask the server."""
+        """Continued before the case's own clean-up, which may ask the server. Yields when it
+        stopped."""
         os.kill(self.server_pid, signal.SIGSTOP)
         try:
             yield time.monotonic()
@@ -80,6 +82,18 @@ class ZooKeeperSilentServerTest(SilentServer, ZooKeeperCase):
     @property
     def server_pid(self):
         return self.zk.pid
+
+
+@unittest.skipIf(postgres_missing(), postgres_missing())
+class PgSilentServerTest(SilentServer, PostgresTestCase):
+    @contextlib.contextmanager
+    def server_paused(self):
+        """The postmaster and every backend: the watch's own session would answer otherwise."""
+        self.pg.pause()
+        try:
+            yield time.monotonic()
+        finally:
+            self.pg.resume()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ namespace lk {
 namespace {
 
 constexpr std::chrono::seconds kReadTimeout{5};
+// How stale a quiet watch's picture may grow of waiters that came and sessions that died without
+// a word: one statement per such spell.
+constexpr std::chrono::seconds kQuietRead{5};
 
 // The lease's, with the word on retries that do not fit said when a run starts.
 PgBackendConfig prepared(const BackendConfig& config, bool starting_a_run) {
@@ -47,18 +50,25 @@ PrefixStatus PgBackend::read_status(const std::string& prefix, const Wake* wake)
 
 // Holders NOTIFY the prefix's channel as they take a turn or let it go. A waiter that joins the
 // line says nothing (NOTIFY is sent at commit, and its statement commits only once its turn
-// came), nor does a session that died: the one question a quiet spell costs, asked on a hold's
-// schedule to tell that the server is still there (follow_prefix.hpp), is a read of the
-// prefix's locks, and what it finds is shown.
+// came), nor does a session that died. So a quiet spell costs two things: on a hold's schedule,
+// to tell that the server is still there (follow_prefix.hpp), a round trip that asks nothing
+// (PgConnection::ping); and every kQuietRead, a read of the prefix's locks, whose finding is
+// shown.
 void PgBackend::watch_status(const std::string& prefix, Deadline deadline,
                              const Interrupt& interrupt,
                              const std::function<void(const PrefixStatus&)>& show) {
   LeaseTiming timing = config_.lease.timing();
   std::unique_ptr<PgConnection> connection;
   std::optional<PrefixStatus> probed;  // the probe's read, which the next look shows
+  Deadline read_again = Deadline::after(kQuietRead);
+  auto read = [&](std::chrono::milliseconds timeout, const Wake& wake) {
+    read_again = Deadline::after(kQuietRead);
+    return read_locks(*connection, prefix, timeout, &wake);
+  };
   auto probe = [&](std::chrono::milliseconds timeout, const Wake& wake) {
     if (!connection) throw PgUnreachable("PostgreSQL: no connection yet");
-    probed = read_locks(*connection, prefix, timeout, &wake);
+    if (read_again.passed()) probed = read(timeout, wake);
+    else connection->ping(timeout, &wake);
   };
   auto look = [&](const Wake& wake, const Heard& heard) {
     try {
@@ -69,8 +79,7 @@ void PgBackend::watch_status(const std::string& prefix, Deadline deadline,
         connection->run("LISTEN " + channel_of(pg_key(prefix)), {}, kReadTimeout, &wake);
       }
       connection->take_unasked();
-      PrefixStatus status =
-          probed ? std::move(*probed) : read_locks(*connection, prefix, kReadTimeout, &wake);
+      PrefixStatus status = probed ? std::move(*probed) : read(kReadTimeout, wake);
       probed.reset();
       heard();
       show(status);
@@ -99,9 +108,7 @@ std::unique_ptr<Hold> PgBackend::acquire(const LockSpec& spec, Deadline deadline
     return lease->keeper();
   };
   auto contend = [&](LeaseWait& wait) {
-    auto retry_every =
-        std::chrono::duration_cast<std::chrono::milliseconds>(timing.wait_renew_every);
-    return std::make_unique<PgContention>(std::move(lease), spec, config_.lease.value, retry_every,
+    return std::make_unique<PgContention>(std::move(lease), spec, config_.lease.value, timing,
                                           wait);
   };
   // The connect ends at -timeout's deadline at the latest.

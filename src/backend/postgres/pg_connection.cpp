@@ -167,10 +167,38 @@ void PgConnection::send(const std::string& sql, const std::vector<std::string>& 
   if (!PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
                          values.data(), nullptr, nullptr, 0))
     lost(first_line(PQerrorMessage(conn_)));
+  flush(by, wake);
+}
+
+void PgConnection::flush(Deadline by, const Wake* wake) {
   for (int pending; (pending = PQflush(conn_)) != 0;) {
     if (pending < 0) lost(first_line(PQerrorMessage(conn_)));
     if (!wait(POLLOUT, by, wake)) lost("no answer in time");
   }
+}
+
+// libpq sends a Sync of its own only in pipeline mode, entered for it alone.
+void PgConnection::ping(std::chrono::milliseconds timeout, const Wake* wake) {
+  std::lock_guard lock(use_);
+  if (!conn_) throw PgUnreachable(where_ + ": the connection was closed");
+  Deadline by = Deadline::after(timeout);
+  if (!PQenterPipelineMode(conn_) || !PQpipelineSync(conn_))
+    lost(first_line(PQerrorMessage(conn_)));
+  flush(by, wake);
+  for (bool synced = false; !synced;) {
+    while (PQisBusy(conn_)) {
+      if (!wait(POLLIN, by, wake)) lost("no answer in time");
+      if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
+    }
+    if (PGresult* result = PQgetResult(conn_)) {
+      synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+      PQclear(result);
+    } else if (PQstatus(conn_) == CONNECTION_BAD || by.passed()) {
+      lost(first_line(PQerrorMessage(conn_)));
+    }
+  }
+  keep_notifications();
+  if (!PQexitPipelineMode(conn_)) lost(first_line(PQerrorMessage(conn_)));
 }
 
 std::vector<PgRow> PgConnection::receive(Deadline by, const Wake* wake) {

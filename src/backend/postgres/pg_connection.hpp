@@ -75,6 +75,9 @@ class PgConnection {
   // PgRefused closes the connection.
   std::vector<PgRow> run(const std::string& sql, const std::vector<std::string>& params,
                          std::chrono::milliseconds timeout, const Wake* wake);
+  // One round trip that asks the server nothing: a protocol Sync, which it answers that it is
+  // ready, without parsing, planning or a snapshot. Throws as run() does.
+  void ping(std::chrono::milliseconds timeout, const Wake* wake);
   // A statement in flight keeps the session active, so that the server cannot end it as idle
   // before it has answered: no renewal is needed then (nullopt). Otherwise runs `sql` as run()
   // does and returns its rows, or throws as run() does.
@@ -98,6 +101,7 @@ class PgConnection {
   void connect(Deadline connect_by, const Wake* wake);
   void send(const std::string& sql, const std::vector<std::string>& params, Deadline by,
             const Wake* wake);
+  void flush(Deadline by, const Wake* wake);
   std::vector<PgRow> receive(Deadline by, const Wake* wake);
   // Waits until the socket is ready for `events`, `by` passes (false) or `wake` says stop
   // (Cancelled); the connection is closed then.

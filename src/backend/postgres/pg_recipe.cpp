@@ -27,6 +27,20 @@ std::string slot_array(const PgKey& key, int limit) {
   return out + "}";
 }
 
+// How long ago the server's sessions began: its start, or its last recovery from a crash (which
+// ends every session but keeps pg_postmaster_start_time(); the statistics it throws away then
+// are reset at that moment), in whole milliseconds of the server's clock.
+constexpr const char* kSessionsAgeSql =
+    "floor(1000 * extract(epoch FROM clock_timestamp() - greatest(pg_postmaster_start_time(), "
+    "pg_stat_get_bgwriter_stat_reset_time())))::int8";
+
+milliseconds age_in(const std::optional<std::string>& cell, const std::string& where) {
+  std::int64_t age = 0;
+  if (!cell || std::from_chars(cell->data(), cell->data() + cell->size(), age).ec != std::errc())
+    throw PgUnreachable(where + ": an age that is no number");
+  return milliseconds(age);
+}
+
 std::uint64_t token_in(const std::vector<PgRow>& rows, const std::string& where) {
   std::uint64_t token = 0;
   const auto& cell = rows.at(0).at(1);
@@ -39,14 +53,16 @@ std::uint64_t token_in(const std::vector<PgRow>& rows, const std::string& where)
 }  // namespace
 
 PgContention::PgContention(std::unique_ptr<PgLease> lease, const LockSpec& spec,
-                           const std::optional<std::string>& value, milliseconds retry_every,
+                           const std::optional<std::string>& value, const LeaseTiming& timing,
                            LeaseWait& wait)
     : lease_(std::move(lease)),
       spec_(spec),
+      wait_(wait),
       wake_(wait.wake()),
       key_(pg_key(spec.prefix)),
       record_(HolderRecord::for_this_process(spec.prefix, spec.session_name)),
-      retry_every_(retry_every) {
+      retry_every_(std::chrono::duration_cast<milliseconds>(timing.wait_renew_every)),
+      ttl_(std::chrono::duration_cast<milliseconds>(timing.ttl)) {
   record_.value = value.value_or("");
   std::string comment = record_comment(record_, spec.limit);
   if (comment.size() > kMaxComment)
@@ -93,12 +109,34 @@ std::vector<PgRow> PgContention::take_token(const std::string& then,
                                             const std::vector<std::string>& params) {
   auto rows =
       run("SELECT pg_backend_pid(), pg_current_xact_id()::text, "
-          "pg_logical_emit_message(true, 'lock', '')" +
-              then,
+          "pg_logical_emit_message(true, 'lock', ''), " +
+              std::string(kSessionsAgeSql) + then,
           params, kStatementTimeout);
   record_.token = token_in(rows, lease_->connection().where());
   lease_->connection().set_comment(record_comment(record_, spec_.limit));
+  sessions_age_ = age_in(rows.at(0).at(3), lease_->connection().where());
   return rows;
+}
+
+// A server that restarted, or recovered from a crash, forgot every session it had, and hands a
+// lock on at once; but a holder cut off from it meanwhile still runs its child until its
+// lease-safe deadline, at most a TTL after its last renewal was sent, which was before the
+// server went down. So a turn that came within a TTL of the server's sessions beginning starts
+// only once that TTL has passed (on the server's clock, which measured the age). This rests on
+// every contender of the prefix giving the same -session-ttl, as the units of one fleet do.
+bool PgContention::wait_out_forgotten_holders() {
+  if (sessions_age_ >= ttl_) return true;
+  auto left = ttl_ - sessions_age_;
+  verbose(
+      "{}: the server's sessions began {} ms ago (a start, or a recovery from a crash); a holder "
+      "it forgot may run until -session-ttl after that: our turn begins in {} ms",
+      lease_->connection().where(), sessions_age_.count(), left.count());
+  // A pause may end early (a notice to print): only the wait's end, or the time, ends this one.
+  for (Deadline by = Deadline::after(left); !by.passed();) {
+    wait_.pause(by.left(left));
+    if (!wait_.keep_going()) return false;
+  }
+  return true;
 }
 
 // The prefix's listeners (-status -watch) hear of the turn taken once the statement that tells
@@ -118,10 +156,11 @@ bool PgContention::lock(const Queued& queued) {
   take_line(queued);
   // A semaphore's holders came first (they take their slots only while they hold this key).
   auto rows = take_token(", " + held_keys_column(1), {pg_key_params(key_)[0]});
-  auto limits = held_slot_limits(key_, held_keys(rows.at(0).at(3)));
+  auto limits = held_slot_limits(key_, held_keys(rows.at(0).at(4)));
   if (!limits.empty())
     throw not_lock_use(printable(spec_.prefix) + " is a semaphore of " + std::to_string(limits[0]) +
                        " slots");
+  if (!wait_out_forgotten_holders()) return false;
   announce();
   verbose("{}: acquired the advisory lock ({}, {}) of {} (fencing token {})",
           lease_->connection().where(), key_.k1, key_.k2, printable(spec_.prefix), record_.token);
@@ -145,6 +184,7 @@ bool PgContention::semaphore(const Queued& queued) {
   lease_->connection().run("UNLISTEN *", {}, kStatementTimeout, &wake_);
   take_token(", pg_advisory_unlock($1::int4, $2::int4)",
              {std::to_string(key_.k1), std::to_string(key_.k2)});
+  if (!wait_out_forgotten_holders()) return false;
   announce();
   verbose("{}: took slot {} of {} of {} (fencing token {})", lease_->connection().where(), *slot_,
           spec_.limit, printable(spec_.prefix), record_.token);

@@ -17,10 +17,9 @@ namespace lk {
 class PgContention : public Contention {
  public:
   // `value`: -value, stored with our record when given. A semaphore's first in line tries the
-  // slots again every `retry_every` for a holder that died without a word.
+  // slots again every `timing.wait_renew_every` for a holder that died without a word.
   PgContention(std::unique_ptr<PgLease> lease, const LockSpec& spec,
-               const std::optional<std::string>& value, std::chrono::milliseconds retry_every,
-               LeaseWait& wait);
+               const std::optional<std::string>& value, const LeaseTiming& timing, LeaseWait& wait);
   ~PgContention() override;
 
   bool lock(const Queued& queued) override;
@@ -38,20 +37,25 @@ class PgContention : public Contention {
   void check_semaphore_use();
   std::optional<int> try_slots();
   void wait_for_word(std::chrono::milliseconds at_most);
-  // Returns the statement's rows: pid, token, an empty column, then `then_sql`'s, whose $1, $2,
-  // ... are `params`.
+  // Returns the statement's rows: pid, token, an empty column, the server's sessions' age, then
+  // `then_sql`'s, whose $1, $2, ... are `params`.
   std::vector<PgRow> take_token(const std::string& then_sql,
                                 const std::vector<std::string>& params);
+  // False when the wait ended first.
+  bool wait_out_forgotten_holders();
   void announce();
   std::vector<std::int64_t> held_keys(const std::optional<std::string>& cell) const;
 
   std::unique_ptr<PgLease> lease_;
   const LockSpec& spec_;
+  LeaseWait& wait_;
   Wake wake_;
   PgKey key_;
   HolderRecord record_;
   std::chrono::milliseconds retry_every_;
-  std::optional<int> slot_;  // a semaphore's, once taken
+  std::chrono::milliseconds ttl_;
+  std::optional<int> slot_;                   // a semaphore's, once taken
+  std::chrono::milliseconds sessions_age_{};  // at our turn
 };
 
 }  // namespace lk
