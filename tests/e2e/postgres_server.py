@@ -56,6 +56,7 @@ read as unsigned 32-bit (oid) values; withlock_key_sql gives the same key in pla
 """
 
 import concurrent.futures
+import datetime
 import hashlib
 import os
 import pwd
@@ -243,6 +244,9 @@ class PostgresServer:
             "dynamic_shared_memory_type": "mmap",
             "logging_collector": "off",
             "log_line_prefix": "'%m [%p] %q%u@%d '",
+            # When each session ended, to the millisecond, for disconnected_at().
+            "log_disconnections": "on",
+            "log_timezone": "'UTC'",
             "password_encryption": "scram-sha-256",
         }
         self.settings.update(settings or {})
@@ -620,6 +624,20 @@ class PostgresServer:
         else:
             rows = self.sql("SELECT pg_terminate_backend(%s)", int(pid))
         return rows == [("t",)]
+
+    def disconnected_at(self, pid, timeout=10.0):
+        """When the session of server process `pid` ended, as seconds since the epoch: its
+        "disconnection" line in the server's log, written as the process exits."""
+        pattern = re.compile(rf"^(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{3}}) UTC \[{int(pid)}\] "
+                             r"\S* ?LOG:  disconnection: ", re.M)
+
+        def logged():
+            with open(self.log_path, errors="replace") as f:
+                found = pattern.findall(f.read())
+            return found[-1] if found else None
+        stamp = wait_for(logged, timeout, f"the disconnection of session {pid} in the log")
+        when = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
+        return when.replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def _literal(value):
