@@ -2,13 +2,14 @@
 
 _lock() {
     local value_flags=" n name monitor-retry timeout try conflict-exit-code lost-exit-code min-hold
-        metrics-file kill-after ready backend state-dir http-addr
+        check check-interval check-failures metrics-file kill-after ready backend state-dir http-addr
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter
-        endpoints session-ttl lock-delay value "
+        endpoints session-ttl lock-delay session-checks value "
     local flags="-n -name -monitor-retry -timeout -try -shell -pass-stdin -child-exit-code
-        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -metrics-file -kill-after -ready -verbose -backend -state-dir -status -json -watch -version -h -help -http-addr
+        -preserve-status -conflict-exit-code -lost-exit-code -min-hold -check -check-interval
+        -check-failures -metrics-file -kill-after -ready -verbose -backend -state-dir -status -json -watch -version -h -help -http-addr
         -token -token-file -ca-file -ca-path -client-cert -client-key -tls-server-name
-        -datacenter -stale -endpoints -session-ttl -lock-delay -value"
+        -datacenter -stale -endpoints -session-ttl -lock-delay -session-checks -value"
 
     # bash splits "-flag=value" at "="; join the pieces again, remembering where each word began.
     local -a words=() starts=()
@@ -79,7 +80,7 @@ _lock() {
         [[ $cur == -?*=* && $COMP_WORDBREAKS != *=* ]] && pre=$flag=
         local opt=${flag#-}
         case ${opt#-} in
-            timeout | try | min-hold | kill-after | session-ttl | lock-delay)
+            timeout | try | min-hold | check-interval | kill-after | session-ttl | lock-delay)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "1s 5s 30s 5m 1h" -- "$value") ;;
             backend)
                 mapfile -t COMPREPLY < <(compgen -P "$pre" -W "local consul etcd zookeeper postgres" -- "$value") ;;

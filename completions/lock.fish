@@ -4,9 +4,9 @@
 # word that is not an option, or the word after "--". Fails while options may still come.
 function __fish_lock_prefix_index
     set -l value_flags n name monitor-retry timeout try conflict-exit-code lost-exit-code min-hold \
-        metrics-file kill-after ready backend state-dir http-addr \
+        check check-interval check-failures metrics-file kill-after ready backend state-dir http-addr \
         token token-file ca-file ca-path client-cert client-key tls-server-name datacenter \
-        endpoints session-ttl lock-delay value
+        endpoints session-ttl lock-delay session-checks value
     set -l words (commandline -opc)
     set -l skip 0
     for i in (seq 2 (count $words))
@@ -61,6 +61,9 @@ complete -c lock -n $options -o preserve-status -d "Exit with the child's own st
 complete -c lock -n $options -o conflict-exit-code -x -d 'Exit status when -timeout passes without the lock'
 complete -c lock -n $options -o lost-exit-code -x -d 'Exit status when the lock is lost'
 complete -c lock -n $options -o min-hold -x -a $durations -d 'Keep the lock at least this long'
+complete -c lock -n $options -o check -x -a '(__fish_complete_command)' -d 'Health check: run this every -check-interval while the child runs'
+complete -c lock -n $options -o check-interval -x -a $durations -d 'Time between health checks, and the most one may take'
+complete -c lock -n $options -o check-failures -x -d 'Health checks failed in a row that give the lock up'
 complete -c lock -n $options -o metrics-file -r -F -d "Write the run's outcome and timings there, for node_exporter"
 complete -c lock -n $options -o kill-after -x -a $durations -d 'Time between SIGTERM and SIGKILL'
 complete -c lock -n $options -o verbose -d 'Say what lock is doing, on stderr'
@@ -85,4 +88,5 @@ complete -c lock -n $options -o stale -d 'Let any Consul server answer reads'
 complete -c lock -n $options -o endpoints -x -d 'etcd URLs, a ZooKeeper connect string, or a PostgreSQL connection string'
 complete -c lock -n $options -o session-ttl -x -a $durations -d 'TTL of the session or lease'
 complete -c lock -n $options -o lock-delay -x -a $durations -d "Consul's lock-delay"
+complete -c lock -n $options -o session-checks -x -d "Consul agent checks the session is tied to"
 complete -c lock -n $options -o value -x -d 'Value stored with the hold'

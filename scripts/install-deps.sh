@@ -23,6 +23,8 @@ packages="$packages prometheus prometheus-node-exporter"
 # The active/standby pair's companion (packaging/examples/follow-leader) reads -status -watch -json
 # with jq, as its test runs it.
 packages="$packages jq"
+# The N+1 example's health check (-check) asks its web server with curl, as its test runs it.
+packages="$packages curl"
 # Building the Debian package and checking it as tests/packaging does.
 packages="$packages dpkg-dev file binutils lintian man-db bash-completion"
 # The PostgreSQL backend links libpq; its tests run a real server (initdb, pg_ctl) and psql.

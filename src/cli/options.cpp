@@ -116,6 +116,18 @@ std::vector<FlagInfo> core_rows() {
        .value = Value::duration,
        .help = "Keep the lock at least this long from its acquisition, even when the child ends "
                "sooner, e.g. 30s (default 0)"},
+      {.name = "check",
+       .value = Value::text,
+       .help = "Run this command (with /bin/sh -c) every -check-interval while the child runs; "
+               "after -check-failures failures in a row, stop the child, release the lock and "
+               "exit with -lost-exit-code"},
+      {.name = "check-interval",
+       .value = Value::duration,
+       .help = "Time between the starts of two health checks, and the most one may take "
+               "(default 10s)"},
+      {.name = "check-failures",
+       .value = Value::integer,
+       .help = "Health checks that must fail in a row to give the lock up (default 3)"},
       {.name = "metrics-file",
        .value = Value::path,
        .help =
@@ -257,6 +269,9 @@ void read_core(Options& o, const FlagValues& v) {
   integer("monitor-retry", o.monitor_retry);
   integer("conflict-exit-code", o.conflict_exit_code);
   integer("lost-exit-code", o.lost_exit_code);
+  integer("check-failures", o.check.failures);
+  o.check.command = v.text("check");
+  o.check.interval = v.duration("check-interval", o.check.interval);
   o.name = v.text("name");
   o.timeout = v.duration("timeout", o.timeout);
   o.min_hold = v.duration("min-hold", o.min_hold);
@@ -343,10 +358,21 @@ void check_min_hold(std::chrono::nanoseconds min_hold) {
                      format_go_duration(min_hold));
 }
 
+void check_health_check(const Options& o, const Given& given) {
+  bool tuned = given("check-interval") || given("check-failures");
+  if (o.check.command.empty() && (tuned || given("check")))
+    throw UsageError(tuned ? "-check-interval and -check-failures go with -check"
+                           : "-check needs a command");
+  if (o.status && given("check")) throw UsageError("-check goes with a run, not -status");
+  if (o.check.interval <= std::chrono::nanoseconds(0))
+    throw UsageError("-check-interval must be positive");
+  if (o.check.failures < 1) throw UsageError("-check-failures must be at least 1");
+}
+
 // What one flag's value cannot tell alone: its sign, or how it goes with the others and with the
 // `words` after the options (the prefix and the child). Consul's own wording where `consul lock`
 // has one.
-void check_together(const Options& o, std::size_t words) {
+void check_together(const Options& o, std::size_t words, const Given& given) {
   if (o.limit <= 0) throw UsageError("Lock holder limit must be positive");
   if (o.status && words != 1) throw UsageError("-status takes a prefix and no child");
   if (!o.status && words < 2) throw UsageError("Key prefix and child command must be specified");
@@ -358,6 +384,7 @@ void check_together(const Options& o, std::size_t words) {
   if (o.monitor_retry < 0) throw UsageError("Number for 'monitor-retry' must be >= 0");
   if (o.kill_after.count() < 0) throw UsageError("-kill-after must not be negative");
   check_min_hold(o.min_hold);
+  check_health_check(o, given);
 }
 
 }  // namespace
@@ -401,7 +428,9 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // `lock p -- cmd`, as flock(1) users write it: a child cannot be named "--".
   if (go.rest.size() > 1 && go.rest[1] == "--") go.rest.erase(go.rest.begin() + 1);
-  check_together(o, go.rest.size());
+  check_together(o, go.rest.size(), [&](std::string_view f) {
+    return std::find(given.begin(), given.end(), f) != given.end();
+  });
   o.prefix = validate_prefix(go.rest[0]);
   o.child.assign(go.rest.begin() + 1, go.rest.end());
   if (o.name.empty()) {

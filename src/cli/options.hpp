@@ -8,6 +8,13 @@
 
 namespace lk {
 
+// -check, -check-interval, -check-failures (runner/health_check.hpp).
+struct CheckSpec {
+  std::string command;  // empty: no checks
+  std::chrono::nanoseconds interval = std::chrono::seconds(10);
+  int failures = 3;  // in a row, that give the hold up
+};
+
 struct Options {
   int limit = 1;
   std::string name;  // session name; generated from the child when empty
@@ -20,6 +27,7 @@ struct Options {
   int conflict_exit_code = 1;            // -timeout passed without the lock
   int lost_exit_code = 1;                // the lock was lost
   std::chrono::nanoseconds min_hold{0};  // the hold lasts at least this long from its start
+  CheckSpec check;
   std::string
       metrics_file;  // node_exporter's textfile: what became of the run (runner/metrics_file.hpp)
   bool verbose = false;

@@ -55,8 +55,15 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     if (null < 0 || dup2(null, STDIN_FILENO) < 0) fail(report, errno);
     close(null);
   }
+  if (spec.output != -2) {
+    int out = spec.output >= 0 ? spec.output : open("/dev/null", O_WRONLY);
+    if (out < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(out, STDERR_FILENO) < 0)
+      fail(report, errno);
+    if (out > STDERR_FILENO) close(out);
+  }
   for (int fd : spec.inherit_fds) fcntl(fd, F_SETFD, 0);
   if (spec.ignore_sigchld) signal(SIGCHLD, SIG_IGN);
+  for (auto [sig, ignored] : spec.restore) signal(sig, ignored ? SIG_IGN : SIG_DFL);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   execvpe(argv[0], argv, envp);
   fail(report, errno);

@@ -20,6 +20,10 @@ struct ChildSpec {
                                   // it the terminal now
   std::vector<int> inherit_fds;   // descriptors to keep open across exec
   bool ignore_sigchld = false;    // as lock was started: its starter needs the default
+  // Signals whose disposition to set before exec: (signal, ignored). For a process that lock
+  // starts itself, after it changed some of its own (Signals::changed_dispositions).
+  std::vector<std::pair<int, bool>> restore;
+  int output = -2;  // its stdout and stderr: ours (-2), /dev/null (-1), or this descriptor
 };
 
 // The argv `consul lock` would run: $SHELL -c "<words joined by spaces>" (/bin/sh when SHELL is
@@ -32,8 +36,8 @@ struct Spawned {
   int exec_error = 0;
 };
 
-// Starts the child, in a process group of its own, killed if its parent (the watchdog) dies,
-// with `mask` as its signal mask.
+// Starts the child, in a process group of its own, killed if its parent (the watchdog, or lock
+// for a -check) dies, with `mask` as its signal mask.
 Spawned spawn_child(const ChildSpec& spec, const sigset_t& mask);
 
 }  // namespace lk

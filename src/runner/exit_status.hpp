@@ -19,6 +19,7 @@ struct RunResult {
   ChildEnd child;
   int exec_error = 0;                    // errno when the child could not be started
   std::optional<std::string> lost;       // why the hold was lost, if it was
+  bool unhealthy = false;                // ... given up, for -check's failures
   std::optional<std::string> not_run;    // why the child was never started, if it was not
   std::optional<std::string> unguarded;  // why the tree was killed without being told to stop
   bool ended_unstopped = false;          // the child ended before any stop began

@@ -19,7 +19,8 @@
 namespace lk {
 namespace {
 
-constexpr const char* kOutcomes[] = {"running", "ran", "conflict", "lost", "error", "interrupted"};
+constexpr const char* kOutcomes[] = {"running", "ran",         "conflict", "lost",
+                                     "error",   "interrupted", "unhealthy"};
 constexpr const char* kLastSuccess = "lock_last_success_timestamp_seconds";
 // Enough for any file lock writes, whatever its prefix; a larger one is not ours to carry over.
 constexpr std::size_t kMaxRead = 1 << 20;

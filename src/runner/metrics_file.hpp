@@ -14,7 +14,7 @@
 
 namespace lk {
 
-enum class Outcome { running, ran, conflict, lost, error, interrupted };
+enum class Outcome { running, ran, conflict, lost, error, interrupted, unhealthy };
 
 // One run as the file tells it. Times are seconds since the Unix epoch.
 struct RunFacts {

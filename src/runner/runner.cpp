@@ -9,6 +9,7 @@
 #include "runner/children.hpp"
 #include "runner/metrics_file.hpp"
 #include "runner/min_hold.hpp"
+#include "runner/reentry.hpp"
 #include "runner/supervisor.hpp"
 #include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
@@ -134,6 +135,8 @@ void report(const RunResult& result, const std::string& program) {
                *result.lost, program);
   else if (result.not_run)
     fmt::print(stderr, "lock: did not run {}: {}\n", program, *result.not_run);
+  else if (result.unhealthy)
+    fmt::print(stderr, "lock: gave up the lock: {}; the child was stopped\n", *result.lost);
   else if (result.lost)
     fmt::print(stderr, "lock: lock lost: {}; the child {}\n", *result.lost,
                result.ended_unstopped ? "had ended by itself" : "was stopped");
@@ -144,6 +147,7 @@ void report(const RunResult& result, const std::string& program) {
 
 // How -metrics-file tells the run's end.
 Outcome outcome_of(const RunResult& r) {
+  if (r.unhealthy) return Outcome::unhealthy;
   if (r.lost) return Outcome::lost;
   if (r.unguarded || r.not_run || r.exec_error) return Outcome::error;
   return r.stop_signal ? Outcome::interrupted : Outcome::ran;
@@ -198,8 +202,11 @@ int run_once(const Options& o, MetricsFile& metrics) {
   env.emplace_back("CONSUL_LOCK_HELD", "true");
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
+  std::optional<HealthCheck> check;
+  if (!o.check.command.empty()) check.emplace(o.check, env, signals);
   RunResult result = tree_first(watchdog, [&] {
-    return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign))
+    return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign),
+                      check ? &*check : nullptr)
         .run(child);
   });
   if (o.min_hold.count() && !result.lost && !result.unguarded && !result.stop_signal)
@@ -215,6 +222,13 @@ int run_once(const Options& o, MetricsFile& metrics) {
 }  // namespace
 
 int run(const Options& o) {
+  if (auto outer = enclosing_hold(o)) {
+    verbose(
+        "prefix '{}' is held by an enclosing lock, one of our ancestors ({}): running the "
+        "child at once, within that hold",
+        printable(o.prefix), *outer);
+    run_reentrant(o);
+  }
   MetricsFile metrics(o);
   try {
     return run_once(o, metrics);

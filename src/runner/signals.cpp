@@ -31,7 +31,8 @@ sigset_t ignored_now() {
   sigemptyset(&out);
   for (int sig : kForwarded)
     if (ignored(sig)) sigaddset(&out, sig);
-  if (ignored(SIGCHLD)) sigaddset(&out, SIGCHLD);
+  for (int sig : {SIGCHLD, SIGPIPE})
+    if (ignored(sig)) sigaddset(&out, sig);
   return out;
 }
 
@@ -102,6 +103,12 @@ int Signals::take_stop_signal() {
     if (sig == SIGTSTP) raise(SIGSTOP);  // ^Z while waiting suspends us, as it would any job
   }
   return stop;
+}
+
+std::vector<std::pair<int, bool>> Signals::changed_dispositions() const {
+  std::vector<std::pair<int, bool>> out;
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) out.emplace_back(sig, ignored_at_start(sig));
+  return out;
 }
 
 int Signals::for_child(int sig) const {

@@ -27,8 +27,11 @@ class Signals {
   // Whether a signal reaches us through fd(): not one we were started with ignored, but SIGINT
   // and SIGTERM, which always stop us.
   bool handles(int sig) const { return sigismember(&set_, sig) == 1; }
-  // Of the signals lock passes on or stops for, and SIGCHLD.
+  // Of the signals lock passes on or stops for, SIGCHLD and SIGPIPE.
   bool ignored_at_start(int sig) const { return sigismember(&ignored_, sig) == 1; }
+  // The dispositions lock changed for itself, as it was started with them, for a process it
+  // starts (a -check): (signal, ignored at start).
+  std::vector<std::pair<int, bool>> changed_dispositions() const;
   // The signal that passes a stop on to the child: the one we got, or SIGTERM when the child
   // ignores that one from its start, as we were started ignoring it (SIGINT in a script's
   // background job), so that it may still end cleanly before -kill-after.

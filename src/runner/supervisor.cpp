@@ -15,13 +15,15 @@ using watchdog::Report;
 using watchdog::ReportMessage;
 
 Supervisor::Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, SystemdNotify& systemd,
-                       std::chrono::nanoseconds kill_after, std::set<pid_t> foreign)
+                       std::chrono::nanoseconds kill_after, std::set<pid_t> foreign,
+                       HealthCheck* check)
     : signals_(signals),
       hold_(hold),
       watchdog_(watchdog),
       systemd_(systemd),
       kill_after_(kill_after),
-      foreign_(std::move(foreign)) {}
+      foreign_(std::move(foreign)),
+      check_(check) {}
 
 RunResult Supervisor::run(const ChildStart& start) {
   // Should the watchdog die, the tree comes back to us rather than to init.
@@ -59,10 +61,14 @@ bool Supervisor::start_child(const ChildStart& start) {
       kill_orphans();  // had it started the child before it died, the child died with it
       return true;
     case Start::refused: refused(); return false;
-    case Start::unconfirmed: child_running_ = true; return true;
+    case Start::unconfirmed:
+      child_running_ = true;
+      if (check_) check_->start();
+      return true;
     case Start::started: break;
   }
   child_running_ = true;
+  if (check_) check_->start();
   child_ = started.child.pid;
   foreground_->set_child(child_);
   verbose("started the child, pid {}: {}", child_, fmt::join(start.argv, " "));
@@ -83,13 +89,14 @@ void Supervisor::supervise() {
   bool watching_loss = hold_.loss_fd() >= 0;
   while (!tree_gone_) {
     // A descriptor of -1 is skipped by poll.
-    pollfd fds[4] = {{signals_.fd(), POLLIN, 0},
+    pollfd fds[5] = {{signals_.fd(), POLLIN, 0},
                      {watching_loss ? hold_.loss_fd() : -1, POLLIN, 0},
                      {orphans_ ? -1 : watchdog_.fd(), POLLIN, 0},
-                     {systemd_.timer_fd(), POLLIN, 0}};
+                     {systemd_.timer_fd(), POLLIN, 0},
+                     {check_ ? check_->fd() : -1, POLLIN, 0}};
     timespec ts;
     Deadline wake = orphans_ ? orphans_->next_scan() : Deadline::never();
-    int n = ppoll(fds, 4, wake.remaining(ts), nullptr);
+    int n = ppoll(fds, 5, wake.remaining(ts), nullptr);
     if (n < 0 && errno != EINTR) throw sys_error("poll");
     // What the watchdog did comes first: after a long stop its account of it is the true one.
     if (n > 0 && fds[2].revents) take_reports();
@@ -100,6 +107,7 @@ void Supervisor::supervise() {
       watching_loss = !result_.lost;
     }
     if (n > 0 && fds[3].revents) systemd_.tick();
+    if (n > 0 && fds[4].revents) on_check();
     if (orphans_ && !tree_gone_ && orphans_->next_scan().passed()) orphans_->scan_slice();
   }
   verbose("the child tree is gone");
@@ -116,6 +124,7 @@ void Supervisor::take_reports() {
 void Supervisor::on_signal(int sig) {
   if (sig == SIGCHLD) {
     keep_watchdog_running();
+    if (check_) on_check();  // a check that ended
     return reap();
   }
   if (sig == SIGTTOU) return;
@@ -131,6 +140,16 @@ void Supervisor::on_signal(int sig) {
 
 void Supervisor::on_loss() {
   if (auto why = hold_.check_loss()) lose(*why);
+}
+
+// The service the child runs is not healthy: the hold is given up as if lost, so that a standby
+// takes over.
+void Supervisor::on_check() {
+  auto why = check_->on_event();
+  if (!why || stopping_) return;
+  result_.lost = *why;
+  result_.unhealthy = true;
+  stop(SIGTERM, "giving up the lock: " + *why);
 }
 
 void Supervisor::lose(const std::string& why) {
@@ -171,6 +190,7 @@ void Supervisor::on_deadline() {
   std::string why = deadline_passed();
   result_.lost = why;
   stopping_ = true;
+  if (check_) check_->stop();
   verbose("lock lost: {}; the watchdog sent SIGTERM to the child tree", why);
   if (child_running_) systemd_.stopping("stopping the child: lock lost: " + why);
 }
@@ -209,6 +229,7 @@ void Supervisor::on_exited(const ReportMessage& report) {
   if (child_ <= 0) child_ = report.pid;  // not waited for at its start
   if (report.error) result_.exec_error = report.error;
   child_running_ = false;
+  if (check_) check_->stop();
   result_.child = {report.signaled, report.code};
   result_.ended_unstopped = !stopping_;
   std::string how =
@@ -243,6 +264,7 @@ void Supervisor::on_watchdog_died() {
 // What is left of the tree once the watchdog is gone came back to us, its subreaper.
 void Supervisor::kill_orphans() {
   stopping_ = killing_ = true;
+  if (check_) check_->stop();
   orphans_.emplace(child_ > 0 ? child_ : -1, foreign_, /*group_usable=*/false);
   if (!child_running_ || child_ <= 0) orphans_->leader_ended();
   orphans_->kill();
@@ -286,6 +308,7 @@ void Supervisor::stop(int stop_signal, const std::string& why) {
   verbose("{}; sending {} to the child tree", why, signal_name(sig));
   if (child_running_) systemd_.stopping("stopping the child: " + why);  // before the child hears
   stopping_ = true;
+  if (check_) check_->stop();
   watchdog_.send(Command::stop, sig);
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/backend.hpp"
 #include "runner/exit_status.hpp"
+#include "runner/health_check.hpp"
 #include "runner/signals.hpp"
 #include "runner/systemd_notify.hpp"
 #include "runner/terminal.hpp"
@@ -37,13 +38,16 @@ struct ChildStart {
 //                   subreaper, and we kill it (the child itself died with the watchdog)
 //   SIGCHLD         the watchdog was stopped: continue it; once it died: reap the tree's rest
 //   systemd timer   a watchdog ping, when systemd asked for them
+//   -check's timer  a health check is due, or the running one's time is up (it ends with
+//                   SIGCHLD): after -check-failures in a row, begin the stop, as for a loss
 // and it returns only once the whole child tree is gone.
 class Supervisor {
  public:
   // `foreign`: our children that are not of the child's tree (inherited across the exec that
   // started us, and the watchdog).
+  // `check`: -check's, or null.
   Supervisor(Signals& signals, Hold& hold, Watchdog& watchdog, SystemdNotify& systemd,
-             std::chrono::nanoseconds kill_after, std::set<pid_t> foreign);
+             std::chrono::nanoseconds kill_after, std::set<pid_t> foreign, HealthCheck* check);
   RunResult run(const ChildStart& start);
 
  private:
@@ -52,6 +56,7 @@ class Supervisor {
   void supervise();
   void on_signal(int sig);
   void on_loss();
+  void on_check();
   void lose(const std::string& why);
   void take_reports();
   void on_report(const watchdog::ReportMessage& report);
@@ -73,6 +78,7 @@ class Supervisor {
   SystemdNotify& systemd_;
   std::chrono::nanoseconds kill_after_;
   std::set<pid_t> foreign_;
+  HealthCheck* check_;
   RunResult result_;
   pid_t child_ = -1;  // and its process group
   bool child_running_ = false;

@@ -93,12 +93,12 @@ void TreeGuard::run() {
 void TreeGuard::start(Spawn spawn) {
   read_deadline();
   if (plan_.stop_due(Clock::now())) return report({Report::refused});
-  ChildSpec spec{setup_.argv,
-                 std::move(spawn.env),
-                 setup_.pass_stdin,
-                 spawn.take_terminal,
-                 {},
-                 signals_.ignored_at_start(SIGCHLD)};
+  ChildSpec spec;
+  spec.argv = setup_.argv;
+  spec.env = std::move(spawn.env);
+  spec.pass_stdin = setup_.pass_stdin;
+  spec.take_terminal = spawn.take_terminal;
+  spec.ignore_sigchld = signals_.ignored_at_start(SIGCHLD);
   for (const auto& fd : spawn.fds) spec.inherit_fds.push_back(fd.get());
   held_ = std::move(spawn.fds);
   signals_.take();  // sent while we waited: not the child's, which did not exist

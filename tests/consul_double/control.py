@@ -14,6 +14,8 @@ API port is the only one that misbehaves.
     POST   /fault/heal             end every fault now (a partition as it would end itself)
     POST   /wait/up                {"timeout"}; answers {"up"} once the API is up or at timeout
     POST   /ttl/pause, /ttl/resume
+    POST   /check                  {"id", "status"}: registers or updates an agent check; a
+                                   critical one invalidates the sessions tied to it
     GET    /requests               {"count", "requests": [{seq, at, listener, connection,
                                                            method, path, query, headers}]}
                                    (at: time.monotonic() when it arrived; connection: a number,
@@ -75,6 +77,8 @@ class ControlHandler(BaseHTTPRequestHandler):
             double.store.pause_reaping(True)
         elif route == ("POST", "/ttl/resume"):
             double.store.pause_reaping(False)
+        elif route == ("POST", "/check"):
+            double.store.set_check(args["id"], args["status"])
         elif route == ("GET", "/requests"):
             seen = double.requests()
             return self._reply(200, {"count": len(seen), "requests": seen})

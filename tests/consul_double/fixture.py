@@ -317,6 +317,10 @@ class ConsulDouble:
     def pause_ttl(self):
         self.control("POST", "/ttl/pause")
 
+    def set_check(self, check, status):
+        """An agent check on the double's node: "passing", "warning" or "critical"."""
+        self.control("POST", "/check", id=check, status=status)
+
     def resume_ttl(self):
         self.control("POST", "/ttl/resume")
 

@@ -68,6 +68,13 @@ def query_timeout(wait_ns):
     return (wait_ns + random.uniform(0, wait_ns / JITTER_FRACTION)) / SECOND
 
 
+def _check_ids(node_checks, service_checks, checks):
+    """Session.CheckIDs: the checks of every list a session has."""
+    ids = list(checks or []) + list(node_checks or [])
+    ids += [c["ID"] if isinstance(c, dict) else c for c in service_checks or []]
+    return list(dict.fromkeys(ids))
+
+
 class Store:
     def __init__(self, node, ttl_multiplier):
         self.node = node
@@ -83,6 +90,8 @@ class Store:
         self._sessions = {}
         self._sessions_index = 0
         self._lock_delay = {}
+        # The agent's checks on our node, by ID: their status. A session is tied to some of them.
+        self._checks = {SERF_CHECK: "passing"}
         self._reaping_paused = False
         self._leaderless = False
         self._closed = False
@@ -250,6 +259,12 @@ class Store:
             idx = self._apply()
             if node.lower() != self.node.lower():
                 raise RpcError("apply failed: Missing node registration")
+            # sessionCreateTxn: every check the session names must be there, and not critical.
+            for check in _check_ids(node_checks, service_checks, checks):
+                if check not in self._checks:
+                    raise RpcError(f"apply failed: Missing check '{check}' registration")
+                if self._checks[check] == "critical":
+                    raise RpcError(f"apply failed: Check '{check}' is in critical state")
             s = Session(sid, name, node, lock_delay, behavior, ttl, ttl_ns, node_checks,
                         service_checks, checks, idx, idx)
             self._sessions[sid] = s
@@ -257,6 +272,16 @@ class Store:
             self._arm(s)
             self._wake()
             return sid
+
+    def set_check(self, check, status):
+        """Registers or updates an agent check on our node; one gone critical invalidates every
+        session tied to it (checkSessionsTxn)."""
+        with self._lock:
+            self._checks[check] = status
+            if status == "critical":
+                for sid in [sid for sid, s in self._sessions.items()
+                            if check in _check_ids(s.node_checks, s.service_checks, s.checks)]:
+                    self._invalidate(sid)
 
     def session_destroy(self, sid):
         with self._lock:

@@ -122,9 +122,32 @@ class SessionTests(DoubleCase):
     def test_checks_are_accepted(self):
         s = self.c.session_info(self.c.session_create(Checks=[]))
         self.assertEqual(s["NodeChecks"], [])
+        self.c.set_check("web", "passing")
         s = self.c.session_info(self.c.session_create(Checks=["serfHealth", "web"]))
         self.assertEqual(s["Checks"], ["serfHealth", "web"])
         self.c.session_create(NodeChecks=["serfHealth"], ServiceChecks=[{"ID": "web"}])
+
+    def test_a_session_needs_its_checks_registered_and_not_critical(self):
+        with self.assertRaises(ConsulError) as e:
+            self.c.session_create(Checks=["db"], NodeChecks=["db"])
+        self.assertEqual((e.exception.status, e.exception.body),
+                         (500, "apply failed: Missing check 'db' registration"))
+        self.c.set_check("db", "critical")
+        with self.assertRaises(ConsulError) as e:
+            self.c.session_create(Checks=["db"], NodeChecks=["db"])
+        self.assertEqual(e.exception.body, "apply failed: Check 'db' is in critical state")
+
+    def test_a_check_gone_critical_invalidates_its_sessions(self):
+        self.c.set_check("web", "passing")
+        tied = self.c.session_create(Checks=["web"], NodeChecks=["web"])
+        free = self.c.session_create(Checks=[])
+        self.assertTrue(self.c.put("k", b"v", acquire=tied))
+        self.c.set_check("web", "warning")
+        self.assertIsNotNone(self.c.session_info(tied))
+        self.c.set_check("web", "critical")
+        self.assertIsNone(self.c.session_info(tied))
+        self.assertIsNotNone(self.c.session_info(free))
+        self.assertNotIn("Session", self.c.get("k")[0])
 
     def test_renew_destroy_info_list(self):
         sid = self.c.session_create(Name="worker", TTL="15s")

@@ -18,6 +18,7 @@ import urllib.parse
 from fault_proxy import FaultProxy, HttpRequestLog
 from harness import (LOCK, SLOW, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, max_overlap,
                      pid_alive, read_file, wait_for)
+from health_checks import HealthChecks
 
 CONSUL_DOUBLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double")
 sys.path.insert(0, CONSUL_DOUBLE_DIR)
@@ -891,6 +892,37 @@ class ConsulOperatorsTest(OperatorFlags, ConsulTestCase):
 
     def lose(self):
         self.consul.session_destroy(self.the_new_session())
+
+
+class ConsulHealthChecksTest(HealthChecks, ConsulTestCase):
+    BACKEND = "consul"
+
+    def test_session_checks_let_consul_take_the_lock_away_itself(self):
+        """-session-checks: the session is tied to the agent's checks, serfHealth and the
+        service's; when the service's goes critical, Consul invalidates the session, the holder
+        loses the lock and the next in line takes it."""
+        self.consul.set_check("service:web", "passing")
+        holder = self.serve("-session-checks", "serfHealth, service:web")
+        session = self.consul.session_info(self.the_new_session())
+        self.assertEqual((session["Checks"], session["NodeChecks"]), (["serfHealth", "service:web"],) * 2)
+        waiter = self.start_lock(self.prefix, "touch " + self.path("second"))
+        self.consul.set_check("service:web", "critical")
+        code, _, err = self.finish(holder)
+        self.assertEqual(code, 9, err)
+        self.assertIn("lock: lock lost: ", err)
+        self.assert_succeeds(waiter)
+        self.assertTrue(os.path.exists(self.path("second")))
+        self.consul.set_check("service:web", "passing")
+
+    def test_a_session_check_that_is_missing_refuses_the_run_and_empty_means_none(self):
+        r = self.run_lock("-session-checks", "service:db", self.prefix, "touch " + self.path("ran"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("Missing check 'service:db' registration", r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        holder = self.serve("-session-checks=")
+        self.assertEqual(self.consul.session_info(self.the_new_session())["NodeChecks"], [])
+        holder.terminate()
+        self.assertEqual(self.finish(holder)[0], 0)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from fault_proxy import FaultProxy, HttpRequestLog
 from harness import (LOCK, SLOW, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, Watch, assert_coalesced, max_overlap,
                      most_states, pid_alive, read_file, wait_for)
 from notify_socket import NotifiesWhileWaiting
+from health_checks import HealthChecks
+from nested_runs import NestedRuns
 
 # One write(2) per line on an O_APPEND descriptor, so concurrent lines never interleave.
 LOGGED = 'echo "enter $ID" >> "$LOG"; echo "exit $ID" >> "$LOG"'
@@ -513,6 +515,14 @@ class EtcdOperatorsTest(OperatorFlags, EtcdTestCase):
         env = self.lock_vars(self.path("env"))
         self.assertEqual(env["ETCD_LOCK_KEY"], env["LOCK_KEY"])
         self.assertGreater(int(env["ETCD_LOCK_REV"]), int(env["LOCK_FENCING_TOKEN"]))
+
+
+class EtcdHealthChecksTest(HealthChecks, EtcdTestCase):
+    BACKEND = "etcd"
+
+
+class EtcdNestedRunsTest(NestedRuns, EtcdTestCase):
+    pass
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import time
 import unittest
 
 from etcd_server import EtcdTestCase
-from harness import LOCK, SLOW, LockTestCase, free_port, read_file, tree_children_of, wait_for
+from harness import LOCK, SLOW, LockTestCase, free_port, pid_alive, read_file, tree_children_of, wait_for
 from metrics import outcome, promtool_check, read_metrics
 from notify_socket import NotifySocket
 
@@ -234,6 +234,53 @@ class SystemdUnitTest(LockTestCase):
         self.assertEqual(codes[0], 1)
         self.assertEqual(codes[1:], [128 + signal.SIGTERM] * 2)
         self.assertIn(str(128 + signal.SIGTERM), success)
+        self.assertEqual(self.prefixes_left(), [])
+
+    def test_a_server_that_hangs_gives_its_slot_to_the_standby(self):
+        """-check: the first instance's server stops answering (SIGSTOP: hung, not dead). Its
+        checks fail, -check-failures in a row; its lock stops the server, releases the slot and
+        exits with -lost-exit-code (1: Restart=always starts it again, as a standby), and the
+        standby's server starts only once the hung one is gone."""
+        argv = self.exec_start(0)
+        check = argv[argv.index("-check") + 1]
+        self.assertTrue(shutil.which(shlex.split(check)[0]), f"{check}: not installed")
+        interval = float(argv[argv.index("-check-interval") + 1].rstrip("s"))
+        self.assertNotIn("-check-failures", argv)
+        failures = 3  # the default
+        ports = [free_port() for _ in range(3)]
+        a = self.start(ports[0])
+        self.wait_status([a], [], "the first instance to hold")
+        b = self.start(ports[1])
+        self.wait_status([a, b], [], "the second instance to hold")
+        c = self.start(ports[2])
+        self.wait_status([a, b], [c], "the third instance to wait")
+        self.assert_serving(ports, ports[:2])
+
+        hung = server_of(a)
+        os.kill(hung, signal.SIGSTOP)
+        stopped = time.monotonic()
+
+        def standby_serves():
+            return [p for p in tree_children_of(c.pid) if b"http.server" in read_cmdline(p)]
+        wait_for(standby_serves, interval * (failures + 1) + 30, "the standby's server")
+        took = time.monotonic() - stopped
+        self.assertFalse(pid_alive(hung), "the hung server still ran beside the standby's")
+        # The first failing check starts within an interval of the hang, and the last one ends
+        # when curl gives up (-m 4); the stop then takes the server's SIGTERM.
+        self.assertLess(took, interval * failures + interval + 4 + 3 * SLOW)
+        code, _, _ = self.finish(a)
+        self.assertEqual(code, 1)
+        self.assertRegex(read_file(self.path(f"web@{ports[0]}.log")),
+                         r"lock: gave up the lock: the health check failed 3 times in a row \(the "
+                         r"last exited with status 28\); the child was stopped\n")
+        said = [d.get("STATUS") for d in a.notify.datagrams() if d.get("STATUS")]
+        self.assertTrue(any(s.startswith("stopping the child: giving up the lock: the health check "
+                                         "failed 3 times in a row") for s in said), said)
+        self.wait_status([b, c], [], "the standby to hold")
+        self.assert_serving(ports, ports[1:])
+        for p in (b, c):
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(self.finish(p)[0], 128 + signal.SIGTERM)
         self.assertEqual(self.prefixes_left(), [])
 
     def test_systemd_analyze_verify(self):
@@ -484,8 +531,8 @@ class SystemdPairTest(EtcdTestCase):
         self.procs.append(p)
         return p
 
-    def wait_leader(self, value, what):
-        wait_for(lambda: read_file(self.leader_file) == value + "\n", 20 * SLOW, what)
+    def wait_leader(self, value, what, timeout=20):
+        wait_for(lambda: read_file(self.leader_file) == value + "\n", timeout * SLOW, what)
         self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("api-leader")], ["api-leader"])
 
     def test_the_leaders_address_follows_the_pair(self):
@@ -508,6 +555,35 @@ class SystemdPairTest(EtcdTestCase):
         self.assertIsNone(follower.poll())
         os.killpg(follower.pid, signal.SIGTERM)
         self.assertEqual(self.finish(follower)[2], "")
+
+    def test_a_leader_that_hangs_hands_over_to_the_standby(self):
+        """-check on the pair: the serving instance's server stops answering (SIGSTOP). After 3
+        failed checks its lock stops it, exits 1 (for Restart=) and lets go; the standby serves,
+        its server started only once the hung one is gone, and the leader file follows."""
+        follower = self.follower()
+        a, a_value, a_port = self.instance("host-a")
+        self.wait_leader(a_value, "the first instance's address")
+        wait_for(lambda: serving(a_port), what="the first instance to serve")
+        b, b_value, b_port = self.instance("host-b")
+        wait_for(lambda: len(self.etcd.keys("service/api/")) == 2, what="the second instance to wait")
+        hung = server_of(a)
+        os.kill(hung, signal.SIGSTOP)
+        stopped = time.monotonic()
+        self.wait_leader(b_value, "the standby's address", timeout=5 * 3 + 5 + 4 + 20)
+        took = time.monotonic() - stopped
+        wait_for(lambda: serving(b_port), 20, "the standby to serve")
+        self.assertFalse(pid_alive(hung), "the hung server still ran beside the standby's")
+        # Three checks 5 s apart, the first within 5 s of the hang, the last ending when curl gives
+        # up (-m 4).
+        self.assertLess(took, 5 * 3 + 5 + 4 + 3 * SLOW)
+        code, _, err = self.finish(a)
+        self.assertEqual(code, 1, err)
+        self.assertIn("lock: gave up the lock: the health check failed 3 times in a row", err)
+        b.send_signal(signal.SIGTERM)
+        self.assertEqual(self.finish(b)[0], 128 + signal.SIGTERM)
+        self.wait_leader("", "the file to say that none serves")
+        os.killpg(follower.pid, signal.SIGTERM)
+        self.finish(follower)
 
     def test_a_file_planted_beside_the_leader_file_is_not_written_through(self):
         # Anyone who may write where the file is kept could plant a link at a name the script

@@ -9,6 +9,8 @@ import unittest
 import urllib.request
 
 from harness import PATH_CHECK_PERIOD, LockTestCase, OperatorFlags, free_port, wait_for
+from health_checks import HealthChecks
+from nested_runs import NestedRuns
 from metrics import outcome
 
 
@@ -75,6 +77,19 @@ class LocalOperatorsTest(OperatorFlags, LockTestCase):
         self.assertIn("node_textfile_scrape_error 0\n", body)
         self.assertIn('lock_run_outcome{backend="local",outcome="ran",prefix="cron/\\"backup\\""} 1\n', body)
         self.assertIn('lock_run_child_exit_status{backend="local",prefix="cron/\\"backup\\""} 4\n', body)
+
+
+
+class LocalHealthChecksTest(HealthChecks, LockTestCase):
+    def setUp(self):
+        super().setUp()
+        self.prefix = "p"
+
+
+class LocalNestedRunsTest(NestedRuns, LockTestCase):
+    def setUp(self):
+        super().setUp()
+        self.prefix = "p"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from curator_peer import CuratorHolder, missing as curator_missing, start_mutex,
 from harness import (LOCK, SLOW, ArrivalOrder, Fleet, LockTestCase, OperatorFlags, StatusWatch, ThreeSlots, lock_loop, max_overlap,
                      read_file, send, signal, wait_for)
 from fault_proxy import FaultProxy
+from health_checks import HealthChecks
 from zk_frames import RequestLog, zk_created_path
 from zookeeper_server import ZooKeeperServer, four_letter, missing as zookeeper_missing
 
@@ -748,6 +749,10 @@ class OperatorsTest(OperatorFlags, ZooKeeperCase):
     def lose(self):
         (node, _), = self.ephemerals_below().items()
         self.zk.delete(node)
+
+
+class ZooKeeperHealthChecksTest(HealthChecks, ZooKeeperCase):
+    BACKEND = "zookeeper"
 
 
 if __name__ == "__main__":

@@ -162,6 +162,17 @@ TEST_CASE("API flags belong to the consul backend") {
   CHECK(with({"-backend", "consul", "-datacenter", "dc1"}).backend == "consul");
 }
 
+TEST_CASE("-session-checks ties the session to agent checks; empty to none") {
+  EnvScope env;
+  CHECK(!consul_with({"-backend", "consul"}).session_checks);
+  CHECK(consul_with({"-backend", "consul", "-session-checks", "serfHealth, service:web,,"})
+            .session_checks == std::vector<std::string>{"serfHealth", "service:web"});
+  CHECK(consul_with({"-backend", "consul", "-session-checks="}).session_checks ==
+        std::vector<std::string>{});
+  CHECK(error_of({"-backend", "etcd", "-session-checks", "x", "p", "c"}) ==
+        "-session-checks applies to the consul backend, not to -backend etcd");
+}
+
 TEST_CASE("consul's session TTL, lock-delay and value") {
   EnvScope env;
   CHECK(consul_with({"-backend", "consul", "-lock-delay", "0s"}).lock_delay == 0s);

@@ -140,6 +140,28 @@ TEST_CASE("-min-hold takes a Go duration, 0 by default") {
       "h (its end must fit the clock, which ends in 2262), not 2100000h0m0s"));
 }
 
+TEST_CASE("-check takes a command, with its interval (10s) and failures in a row (3)") {
+  EnvScope env;
+  CHECK(with({}).check.command.empty());
+  Options o =
+      with({"-check", "curl -f http://127.0.0.1/", "-check-interval=2s", "-check-failures", "5"});
+  CHECK(o.check.command == "curl -f http://127.0.0.1/");
+  CHECK(o.check.interval == 2s);
+  CHECK(o.check.failures == 5);
+  CHECK(with({"-check", "true"}).check.interval == 10s);
+  CHECK(with({"-check", "true"}).check.failures == 3);
+  CHECK(error_of({"-check-interval", "1s", "p", "c"}) ==
+        "-check-interval and -check-failures go with -check");
+  CHECK(error_of({"-check-failures", "2", "p", "c"}) ==
+        "-check-interval and -check-failures go with -check");
+  CHECK(error_of({"-check", "", "p", "c"}) == "-check needs a command");
+  CHECK(error_of({"-check", "true", "-check-interval", "0s", "p", "c"}) ==
+        "-check-interval must be positive");
+  CHECK(error_of({"-check", "true", "-check-failures", "0", "p", "c"}) ==
+        "-check-failures must be at least 1");
+  CHECK(error_of({"-status", "-check", "true", "p"}) == "-check goes with a run, not -status");
+}
+
 TEST_CASE("-metrics-file names a file, for a run only") {
   EnvScope env;
   CHECK(with({}).metrics_file.empty());

@@ -50,7 +50,7 @@ ConsulBackendConfig prepared(const BackendConfig& config, bool starting_a_run) {
   client.token = consul_token(o.client.token, o.token_file);
   LeaseOptions lease = o.lease();
   if (starting_a_run) lease.timing().say_shortfall();
-  return {client, lease, o.lock_delay};
+  return {client, lease, o.lock_delay, o.session_checks};
 }
 
 }  // namespace

@@ -14,6 +14,9 @@ struct ConsulBackendConfig {
   ConsulConfig client;
   LeaseOptions session;
   std::chrono::nanoseconds lock_delay{std::chrono::seconds(15)};
+  // -session-checks: the agent checks the session is tied to; nullopt leaves Consul's default
+  // (serfHealth).
+  std::optional<std::vector<std::string>> session_checks;
 };
 
 class ConsulBackend : public Backend {

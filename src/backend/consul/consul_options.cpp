@@ -1,5 +1,7 @@
 #include "backend/consul/consul_options.hpp"
 
+#include <algorithm>
+
 #include "net/tls_flags.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
@@ -41,6 +43,12 @@ const FlagInfo kConsulFlags[] = {
      .help = "Consul's lock-delay after the session is invalidated (0 to 60s, default 15s)",
      .group = "Network Options",
      .after = "session-ttl"},
+    {.name = "session-checks",
+     .value = Value::text,
+     .help = "Agent check IDs, comma-separated, whose failure makes Consul invalidate the session "
+             "(default serfHealth; empty: none)",
+     .group = "Network Options",
+     .after = "lock-delay"},
     // Read from the environment only, as Consul does.
     {.name = "consul-http-ssl",
      .env = "CONSUL_HTTP_SSL",
@@ -48,7 +56,21 @@ const FlagInfo kConsulFlags[] = {
      .check = [](const std::string& text) { env_bool("CONSUL_HTTP_SSL", text, false); }},
 };
 
-std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given&) {
+// "serfHealth, service:web" as {"serfHealth", "service:web"}; "" as none at all.
+std::vector<std::string> check_ids(const std::string& text) {
+  std::vector<std::string> ids;
+  for (std::size_t at = 0; at <= text.size();) {
+    std::size_t comma = std::min(text.find(',', at), text.size());
+    std::string id = text.substr(at, comma - at);
+    id.erase(0, id.find_first_not_of(" \t"));
+    id.erase(id.find_last_not_of(" \t") + 1);
+    if (!id.empty()) ids.push_back(id);
+    at = comma + 1;
+  }
+  return ids;
+}
+
+std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given& given) {
   auto o = std::make_unique<ConsulOptions>();
   o->read_lease_flags(v, 15s);
   o->client = {v.text("http-addr"),
@@ -60,6 +82,7 @@ std::unique_ptr<BackendConfig> configure(const FlagValues& v, const Given&) {
   if (o->client.address.empty()) o->client.address = "127.0.0.1:8500";
   o->token_file = v.text("token-file");
   o->lock_delay = v.duration("lock-delay", o->lock_delay);
+  if (given("session-checks")) o->session_checks = check_ids(v.text("session-checks"));
   // Consul's own bounds and wording.
   if (o->session_ttl < 10s || o->session_ttl > 24h)
     throw UsageError("Invalid Session TTL '" + format_go_duration(o->session_ttl) +

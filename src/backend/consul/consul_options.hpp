@@ -3,7 +3,9 @@
 // and its factory and status reader (consul_backend.cpp, carried by lock-net).
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/consul/consul_client.hpp"
 #include "backend/lease/lease_flags.hpp"
@@ -15,6 +17,7 @@ struct ConsulOptions : LeasedConfig {
   ConsulConfig client;     // its token not yet read from token_file
   std::string token_file;  // -token-file: when given and not empty, its token wins
   std::chrono::nanoseconds lock_delay = std::chrono::seconds(15);
+  std::optional<std::vector<std::string>> session_checks;  // -session-checks, when given
 };
 
 extern const BackendInfo kConsulBackend;

@@ -28,6 +28,9 @@ std::unique_ptr<ConsulSession> open_session(const ConsulBackendConfig& config, c
                             {"TTL", format_go_duration(config.session.ttl)},
                             {"LockDelay", format_go_duration(config.lock_delay)},
                             {"Behavior", spec.limit == 1 ? "release" : "delete"}};
+  // Both lists, as Consul's session endpoint reads them: Checks alone would keep the default
+  // serfHealth in NodeChecks, and an empty Checks is what empties NodeChecks.
+  if (config.session_checks) request["Checks"] = request["NodeChecks"] = *config.session_checks;
   return std::make_unique<ConsulSession>(config.client, request, config.session.timing(), deadline,
                                          wake);
 }

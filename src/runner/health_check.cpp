@@ -1,0 +1,144 @@
+#include "runner/health_check.hpp"
+
+#include <fcntl.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runner/child.hpp"
+#include "util/duration.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace lk {
+namespace {
+
+void arm(int timer, std::chrono::nanoseconds after) {
+  using namespace std::chrono;
+  auto secs = duration_cast<seconds>(after);
+  itimerspec spec{};
+  spec.it_value.tv_sec = secs.count();
+  spec.it_value.tv_nsec = duration_cast<nanoseconds>(after - secs).count();
+  if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+  if (timerfd_settime(timer, 0, &spec, nullptr) < 0) throw sys_error("timerfd_settime");
+}
+
+// Whether the timer went off since the last call.
+bool went_off(int timer) {
+  std::uint64_t expirations = 0;
+  return read(timer, &expirations, sizeof expirations) == sizeof expirations && expirations > 0;
+}
+
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status)) return "was killed by " + signal_name(WTERMSIG(status));
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+HealthCheck::HealthCheck(const CheckSpec& spec, const EnvVars& env, const Signals& signals)
+    : spec_(spec), env_(env), signals_(signals) {}
+
+HealthCheck::~HealthCheck() { stop(); }
+
+void HealthCheck::start() {
+  timer_.reset(timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!timer_) throw sys_error("timerfd_create");
+  arm(timer_.get(), spec_.interval);
+}
+
+void HealthCheck::stop() {
+  timer_.reset();
+  if (running_ > 0) {
+    kill_group();
+    groups_.push_back(running_);  // reaped below, or at our exit
+    running_ = -1;
+  }
+  reap_leftovers();
+}
+
+int HealthCheck::fd() const { return timer_.get(); }
+
+std::optional<std::string> HealthCheck::on_event() {
+  reap_leftovers();
+  std::optional<std::string> give_up;
+  if (running_ > 0) give_up = reaped();
+  if (timer_ && went_off(timer_.get())) {
+    if (running_ > 0) {  // its time is up
+      kill_group();
+      groups_.push_back(running_);
+      running_ = -1;
+      give_up = failed("did not end within " + format_go_duration(spec_.interval));
+    }
+    if (!give_up) give_up = launch();
+  }
+  if (give_up) stop();
+  return give_up;
+}
+
+std::optional<std::string> HealthCheck::launch() {
+  // /bin/sh rather than $SHELL, which systemd sets to the login shell of the unit's User=, often
+  // /usr/sbin/nologin.
+  ChildSpec spec;
+  spec.argv = {"/bin/sh", "-c", spec_.command};
+  spec.env = env_;
+  spec.restore = signals_.changed_dispositions();
+  spec.output = verbose_enabled() ? STDERR_FILENO : -1;
+  Spawned check = spawn_child(spec, signals_.original());
+  arm(timer_.get(), spec_.interval);
+  if (check.pid > 0 && !check.exec_error) {
+    running_ = check.pid;
+    return std::nullopt;
+  }
+  if (check.pid > 0) groups_.push_back(check.pid);  // exited already: reaped with the leftovers
+  return failed("could not be started: " + std::string(std::strerror(check.exec_error)));
+}
+
+std::optional<std::string> HealthCheck::reaped() {
+  siginfo_t ended{};
+  bool seen = waitid(P_PID, running_, &ended, WEXITED | WNOHANG | WNOWAIT) == 0;
+  if (seen && ended.si_pid == 0) return std::nullopt;  // still running
+  // What it left behind goes first: until the leader is reaped, its group's id cannot be reused.
+  kill_group();
+  int status = 0;
+  if (seen) waitpid(running_, &status, 0);
+  groups_.push_back(running_);
+  running_ = -1;
+  if (!seen) return failed("ended, and its status was lost");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    if (in_a_row_) verbose("the health check passed again");
+    in_a_row_ = 0;
+    return std::nullopt;
+  }
+  return failed(how_it_ended(status));
+}
+
+std::optional<std::string> HealthCheck::failed(const std::string& how) {
+  ++in_a_row_;
+  verbose("the health check {} ({} of {} failures in a row)", how, in_a_row_, spec_.failures);
+  if (in_a_row_ < spec_.failures) return std::nullopt;
+  if (in_a_row_ == 1) return "the health check " + how;
+  return "the health check failed " + std::to_string(in_a_row_) + " times in a row (the last " +
+         how + ")";
+}
+
+void HealthCheck::kill_group() {
+  if (running_ > 0) kill(-running_, SIGKILL);
+}
+
+// The killed members of an ended check's group that came back to us, the subreaper, once their
+// parent died.
+void HealthCheck::reap_leftovers() {
+  std::erase_if(groups_, [](pid_t group) {
+    int status;
+    pid_t r;
+    while ((r = waitpid(-group, &status, WNOHANG)) > 0) {
+    }
+    return r < 0;  // none of ours is left in it
+  });
+}
+
+}  // namespace lk
