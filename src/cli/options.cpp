@@ -364,8 +364,9 @@ void check_health_check(const Options& o, const Given& given) {
     throw UsageError(tuned ? "-check-interval and -check-failures go with -check"
                            : "-check needs a command");
   if (o.status && given("check")) throw UsageError("-check goes with a run, not -status");
-  if (o.check.interval <= std::chrono::nanoseconds(0))
-    throw UsageError("-check-interval must be positive");
+  // Checks back to back would be a busy loop, not a health check.
+  if (o.check.interval < std::chrono::milliseconds(100))
+    throw UsageError("-check-interval must be at least 100ms");
   if (o.check.failures < 1) throw UsageError("-check-failures must be at least 1");
 }
 

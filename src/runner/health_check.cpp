@@ -5,10 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "runner/child.hpp"
+#include "runner/children.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -39,42 +39,41 @@ std::string how_it_ended(int status) {
 
 }  // namespace
 
-HealthCheck::HealthCheck(const CheckSpec& spec, const EnvVars& env, const Signals& signals)
-    : spec_(spec), env_(env), signals_(signals) {}
+HealthCheck::HealthCheck(const CheckSpec& spec, const EnvVars& env, const Signals& signals,
+                         std::set<pid_t> ours)
+    : spec_(spec), env_(env), signals_(signals), ours_(std::move(ours)) {}
 
 HealthCheck::~HealthCheck() { stop(); }
 
 void HealthCheck::start() {
+  in_a_row_ = 0;
   timer_.reset(timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC));
   if (!timer_) throw sys_error("timerfd_create");
   arm(timer_.get(), spec_.interval);
 }
 
+// The killed check is reaped by the next sweep(): not here, where the watchdog's death may have
+// made the child's tree ours to reap (Supervisor::kill_orphans).
 void HealthCheck::stop() {
   timer_.reset();
-  if (running_ > 0) {
-    kill_group();
-    groups_.push_back(running_);  // reaped below, or at our exit
-    running_ = -1;
-  }
-  reap_leftovers();
+  kill_group();
+  running_ = -1;
 }
 
 int HealthCheck::fd() const { return timer_.get(); }
 
 std::optional<std::string> HealthCheck::on_event() {
-  reap_leftovers();
   std::optional<std::string> give_up;
   if (running_ > 0) give_up = reaped();
   if (timer_ && went_off(timer_.get())) {
     if (running_ > 0) {  // its time is up
       kill_group();
-      groups_.push_back(running_);
       running_ = -1;
       give_up = failed("did not end within " + format_go_duration(spec_.interval));
     }
     if (!give_up) give_up = launch();
   }
+  sweep();
   if (give_up) stop();
   return give_up;
 }
@@ -93,7 +92,7 @@ std::optional<std::string> HealthCheck::launch() {
     running_ = check.pid;
     return std::nullopt;
   }
-  if (check.pid > 0) groups_.push_back(check.pid);  // exited already: reaped with the leftovers
+  // One that could not exec has exited already: sweep() reaps it.
   return failed("could not be started: " + std::string(std::strerror(check.exec_error)));
 }
 
@@ -105,7 +104,6 @@ std::optional<std::string> HealthCheck::reaped() {
   kill_group();
   int status = 0;
   if (seen) waitpid(running_, &status, 0);
-  groups_.push_back(running_);
   running_ = -1;
   if (!seen) return failed("ended, and its status was lost");
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -129,16 +127,15 @@ void HealthCheck::kill_group() {
   if (running_ > 0) kill(-running_, SIGKILL);
 }
 
-// The killed members of an ended check's group that came back to us, the subreaper, once their
-// parent died.
-void HealthCheck::reap_leftovers() {
-  std::erase_if(groups_, [](pid_t group) {
-    int status;
-    pid_t r;
-    while ((r = waitpid(-group, &status, WNOHANG)) > 0) {
-    }
-    return r < 0;  // none of ours is left in it
-  });
+// Every child of ours but the watchdog, those we were started with and the running check is
+// what an ended check left behind: killed, and reaped once dead. Without /proc (no list of
+// children) only the checks' own groups are killed, and what left them is reaped at our exit.
+void HealthCheck::sweep() {
+  for (pid_t pid : listed_children().value_or(std::vector<pid_t>{})) {
+    if (pid == running_ || ours_.contains(pid)) continue;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, WNOHANG);
+  }
 }
 
 }  // namespace lk

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "backend/registry.hpp"
 #include "runner/child.hpp"
+#include "runner/exit_status.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -78,7 +80,12 @@ void run_reentrant(const Options& o) {
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   execvp(args[0], args.data());
-  throw Error("cannot run " + argv[0] + ": " + std::strerror(errno));
+  // As a run whose child could not be started exits (exit_status.hpp).
+  RunResult result;
+  result.exec_error = errno;
+  result.child = {false, errno == ENOENT ? 127 : 126};
+  std::fprintf(stderr, "lock: cannot run %s: %s\n", argv[0].c_str(), std::strerror(errno));
+  std::exit(exit_code(result, o));
 }
 
 }  // namespace lk

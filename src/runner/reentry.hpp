@@ -19,7 +19,8 @@ namespace lk {
 std::optional<std::string> enclosing_hold(const Options& options);
 
 // Runs the child in our place (exec): it is already inside the enclosing hold's child tree,
-// which that lock stops when it must. Returns only by throwing.
+// which that lock stops when it must. Exits as a run whose child could not start when the exec
+// fails.
 [[noreturn]] void run_reentrant(const Options& options);
 
 }  // namespace lk

@@ -203,7 +203,7 @@ int run_once(const Options& o, MetricsFile& metrics) {
 
   ChildStart child{argv, env, hold->child_fds(), o.pass_stdin && isatty(STDIN_FILENO)};
   std::optional<HealthCheck> check;
-  if (!o.check.command.empty()) check.emplace(o.check, env, signals);
+  if (!o.check.command.empty()) check.emplace(o.check, env, signals, foreign);
   RunResult result = tree_first(watchdog, [&] {
     return Supervisor(signals, *hold, watchdog, systemd, o.kill_after, std::move(foreign),
                       check ? &*check : nullptr)

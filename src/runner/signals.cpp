@@ -107,7 +107,7 @@ int Signals::take_stop_signal() {
 
 std::vector<std::pair<int, bool>> Signals::changed_dispositions() const {
   std::vector<std::pair<int, bool>> out;
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) out.emplace_back(sig, ignored_at_start(sig));
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE}) out.emplace_back(sig, ignored_at_start(sig));
   return out;
 }
 

@@ -30,7 +30,7 @@ class Signals {
   // Of the signals lock passes on or stops for, SIGCHLD and SIGPIPE.
   bool ignored_at_start(int sig) const { return sigismember(&ignored_, sig) == 1; }
   // The dispositions lock changed for itself, as it was started with them, for a process it
-  // starts (a -check): (signal, ignored at start).
+  // starts (a -check): (signal, ignored at start). Not SIGCHLD, whose default lock keeps.
   std::vector<std::pair<int, bool>> changed_dispositions() const;
   // The signal that passes a stop on to the child: the one we got, or SIGTERM when the child
   // ignores that one from its start, as we were started ignoring it (SIGINT in a script's

@@ -124,7 +124,8 @@ void Supervisor::take_reports() {
 void Supervisor::on_signal(int sig) {
   if (sig == SIGCHLD) {
     keep_watchdog_running();
-    if (check_) on_check();  // a check that ended
+    if (check_ && !orphans_)
+      on_check();  // a check that ended (orphans_: every child is the tree's)
     return reap();
   }
   if (sig == SIGTTOU) return;
@@ -290,8 +291,10 @@ void Supervisor::reap() {
   else orphans_->signal_adopted();
 }
 
+// Checks of a stopped service would fail: they pause with it.
 void Supervisor::suspend() {
   tstp_forwarded_ = false;
+  if (check_) check_->stop();
   verbose("the child was suspended; suspending too");
   foreground_->give_back();
   // On a terminal, our whole group, as the terminal stops a job (a script that runs us too);
@@ -301,6 +304,7 @@ void Supervisor::suspend() {
   foreground_->hand_over();
   verbose("continued; continuing the child");
   watchdog_.send(Command::resume);
+  if (check_ && !stopping_) check_->start();
 }
 
 void Supervisor::stop(int stop_signal, const std::string& why) {

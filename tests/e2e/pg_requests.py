@@ -23,12 +23,13 @@ class _Stream:
     def __init__(self):
         self.buf = b""
         self.started = False
+        self.sql = None  # the Parse of a statement whose Sync has not come yet
 
     def feed(self, data):
         """The statements (their SQL, as far as the Query or Parse message gives it) and the pings
         (PING) that `data` completes."""
         self.buf += data
-        out, sql = [], None
+        out = []
         while True:
             if not self.started:
                 if len(self.buf) < 8:
@@ -48,10 +49,10 @@ class _Stream:
             if kind == b"Q":
                 out.append(body.rstrip(b"\0").decode(errors="replace"))
             elif kind == b"P":  # Parse: name\0 query\0 ...
-                sql = body.split(b"\0")[1].decode(errors="replace")
+                self.sql = body.split(b"\0")[1].decode(errors="replace")
             elif kind == b"S":
-                out.append(sql)
-                sql = None
+                out.append(self.sql)
+                self.sql = None
 
 
 class PgRequestLog:

@@ -430,11 +430,12 @@ class PostgresServer:
                            "pg_postmaster_start_time(), pg_stat_get_bgwriter_stat_reset_time()))")
         return float(age)
 
-    def settle(self, ttl=DEFAULT_TTL):
+    def settle(self, ttl=DEFAULT_TTL, again=False):
         """Returns once the server's sessions began at least `ttl` seconds ago. lock starts a turn
         that came sooner only then (a holder the server forgot may still run), which would
-        stretch every first acquisition on a fresh server by up to the TTL."""
-        if self._settled_for >= ttl:
+        stretch every first acquisition on a fresh server by up to the TTL. `again` after a crash
+        of a server process, which the fixture does not see."""
+        if self._settled_for >= ttl and not again:
             return
         while (left := ttl - self.sessions_age()) > 0:
             time.sleep(left)  # until a time the server's clock set; then asked again
@@ -625,14 +626,19 @@ class PostgresServer:
             rows = self.sql("SELECT pg_terminate_backend(%s)", int(pid))
         return rows == [("t",)]
 
-    def disconnected_at(self, pid, timeout=10.0):
+    def log_size(self):
+        return os.path.getsize(self.log_path)
+
+    def disconnected_at(self, pid, since, timeout=10.0):
         """When the session of server process `pid` ended, as seconds since the epoch: its
-        "disconnection" line in the server's log, written as the process exits."""
+        "disconnection" line in the server's log, written as the process exits, after `since`
+        (log_size() before the session could end: a pid may have served an earlier session)."""
         pattern = re.compile(rf"^(\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{3}}) UTC \[{int(pid)}\] "
                              r"\S* ?LOG:  disconnection: ", re.M)
 
         def logged():
             with open(self.log_path, errors="replace") as f:
+                f.seek(since)
                 found = pattern.findall(f.read())
             return found[-1] if found else None
         stamp = wait_for(logged, timeout, f"the disconnection of session {pid} in the log")
@@ -684,8 +690,9 @@ def _module_server(settings):
 
 
 class PostgresTestCase(LockTestCase):
-    """One server per test class, a prefix per test, and self.env that reaches the server the way
-    a user's shell would: PGHOST, PGPORT, PGUSER, PGDATABASE and PGPASSWORD (and
+    """One server per test module (for each set of SETTINGS), a prefix per test, and self.env
+    that reaches the server the way a user's shell would: PGHOST, PGPORT, PGUSER, PGDATABASE and
+    PGPASSWORD (and
     LOCK_BACKEND=postgres). PGPASSFILE names a file that does not exist, so that no ~/.pgpass of
     the machine's supplies a password a test meant to leave out."""
 

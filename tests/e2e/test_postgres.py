@@ -15,8 +15,10 @@ import time
 import unittest
 
 from fault_proxy import FaultProxy
+from health_checks import HealthChecks
 from harness import (LOCK, SLOW, ArrivalOrder, Fleet, LimitConflicts, OperatorFlags, StatusWatch, ThreeSlots, lock_loop,
                      Watch, max_overlap, read_file, wait_for)
+from nested_runs import NestedRuns
 from notify_socket import NotifiesWhileWaiting
 from pg_requests import PgRequestLog
 from postgres_server import (PSQL, PostgresTestCase, missing, withlock_key, withlock_key_sql,
@@ -320,6 +322,14 @@ class PgOperatorsTest(OperatorFlags, PgCase):
         (held,) = [l for l in self.key_locks() if l["granted"]]
         self.assertTrue(self.pg.terminate(held["pid"]))
 
+
+
+class PgHealthChecksTest(HealthChecks, PgCase):
+    BACKEND = "postgres"
+
+
+class PgNestedRunsTest(NestedRuns, PgCase):
+    pass
 
 if __name__ == "__main__":
     unittest.main()

@@ -5,6 +5,7 @@ sees (stopped, and when), how lock exits and what it says, and that no secret is
 
 import json
 import os
+import re
 import signal
 import time
 import unittest
@@ -12,7 +13,7 @@ import unittest
 from fault_proxy import FaultProxy
 from harness import SLOW, free_port, pid_alive, read_file, wait_for
 from pg_doubles import OldServer, TransactionPooler
-from postgres_server import PostgresTestCase, missing, withlock_key
+from postgres_server import PostgresTestCase, SQLError, missing, withlock_key
 
 MISSING = missing()
 
@@ -32,9 +33,10 @@ class PgLossTest(PostgresTestCase):
         """Within 250 ms of the server closing the connection (its log says when the session
         ended), the child's shell and its date(1) counted, on a loaded machine."""
         holder, session = self.start_holder()
+        since = self.pg.log_size()
         self.assertTrue(self.pg.terminate(session, wait=False))
         self.wait_file("term", "\n")
-        closed = self.pg.disconnected_at(session)
+        closed = self.pg.disconnected_at(session, since)
         self.assertLess(float(read_file(self.path("term"))) - closed, 0.25 * SLOW)
         code, _, err = self.finish(holder)
         self.assertEqual(code, 9, err)
@@ -82,12 +84,37 @@ class PgLossTest(PostgresTestCase):
                 self.assertEqual(second.returncode, 0, second.stderr)
                 self.assertRegex(second.stderr, r"the server's sessions began \d+ ms ago \(a start, "
                                  r"or a recovery from a crash\); a holder it forgot may run until "
-                                 r"-session-ttl after that: our turn begins in \d+ ms\n")
+                                 r"-session-ttl after that: holding the lock, our turn begins in \d+ ms\n")
                 self.assertLess(float(read_file(self.path("term"))),
                                 float(read_file(self.path("second"))))
                 code, _, err = self.finish(holder)
                 self.assertEqual(code, 9, err)
         self.assert_nothing_left()
+
+    def test_a_crash_of_one_server_process_makes_the_next_turn_wait_out_the_ttl(self):
+        """A server process killed with SIGKILL (the OOM killer's way) makes PostgreSQL end every
+        session and recover in place: the postmaster and its start time stay, and the holders it
+        forgot are counted from the recovery (its statistics' reset) all the same."""
+        self.addCleanup(self.pg.settle, again=True)  # for the next test
+        holder, session = self.start_holder("-session-ttl", "3s", "-kill-after", "500ms")
+        (started,), = self.pg.sql("SELECT pg_postmaster_start_time()::text")
+        os.kill(session, signal.SIGKILL)
+        self.wait_file("term", "\n")
+        self.assertEqual(self.finish(holder)[0], 9)
+        wait_for(lambda: self.recovered(), 30, "the server to recover")
+        self.assertEqual(self.pg.sql("SELECT pg_postmaster_start_time()::text"), [(started,)])
+        r = self.run_lock("-session-ttl", "3s", "-kill-after", "500ms", "-verbose", self.prefix, "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        waited = re.search(r"the server's sessions began (\d+) ms ago .*: holding the lock, our turn "
+                           r"begins in (\d+) ms\n", r.stderr)
+        self.assertTrue(waited, r.stderr)
+        self.assertEqual(int(waited.group(1)) + int(waited.group(2)), 3000)
+
+    def recovered(self):
+        try:
+            return self.pg.sql("SELECT 1", timeout=2) == [("1",)]
+        except SQLError:
+            return False
 
     def test_a_paused_holder_is_stopped_before_the_server_ends_its_session(self):
         """lock itself stopped (SIGSTOP): its watchdog kills the child at the lease-safe deadline,

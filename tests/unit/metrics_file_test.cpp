@@ -70,9 +70,13 @@ TEST_CASE("an ended run: one outcome set, the child's status and the end") {
   run.child_status = 143;
   run.ended = 1700000060;
   std::string text = lk::metrics_text(run);
-  for (const char* other : {"running", "ran", "conflict", "error", "interrupted"})
+  for (const char* other : {"running", "ran", "conflict", "error", "interrupted", "unhealthy"})
     CHECK(text.find(std::string("outcome=\"") + other + "\"} 0\n") != std::string::npos);
   CHECK(text.find("outcome=\"lost\"} 1\n") != std::string::npos);
+  run.outcome = Outcome::unhealthy;  // -check gave the lock up
+  text = lk::metrics_text(run);
+  CHECK(text.find("outcome=\"unhealthy\"} 1\n") != std::string::npos);
+  CHECK(text.find("outcome=\"lost\"} 0\n") != std::string::npos);
   CHECK(
       text.find("lock_run_child_exit_status{prefix=\"cron/backup\",backend=\"local\"} 143.000\n") !=
       std::string::npos);

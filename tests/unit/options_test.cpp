@@ -155,8 +155,8 @@ TEST_CASE("-check takes a command, with its interval (10s) and failures in a row
   CHECK(error_of({"-check-failures", "2", "p", "c"}) ==
         "-check-interval and -check-failures go with -check");
   CHECK(error_of({"-check", "", "p", "c"}) == "-check needs a command");
-  CHECK(error_of({"-check", "true", "-check-interval", "0s", "p", "c"}) ==
-        "-check-interval must be positive");
+  CHECK(error_of({"-check", "true", "-check-interval", "99ms", "p", "c"}) ==
+        "-check-interval must be at least 100ms");
   CHECK(error_of({"-check", "true", "-check-failures", "0", "p", "c"}) ==
         "-check-failures must be at least 1");
   CHECK(error_of({"-status", "-check", "true", "p"}) == "-check goes with a run, not -status");

@@ -193,8 +193,11 @@ void PgConnection::ping(std::chrono::milliseconds timeout, const Wake* wake) {
     if (PGresult* result = PQgetResult(conn_)) {
       synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
       PQclear(result);
-    } else if (PQstatus(conn_) == CONNECTION_BAD || by.passed()) {
+    } else if (PQstatus(conn_) == CONNECTION_BAD) {
       lost(first_line(PQerrorMessage(conn_)));
+    } else {  // nothing yet: wait for the server's word rather than ask again at once
+      if (!wait(POLLIN, by, wake)) lost("no answer in time");
+      if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
     }
   }
   keep_notifications();

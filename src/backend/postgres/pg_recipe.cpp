@@ -1,5 +1,6 @@
 #include "backend/postgres/pg_recipe.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "backend/postgres/pg_hold.hpp"
@@ -126,10 +127,11 @@ std::vector<PgRow> PgContention::take_token(const std::string& then,
 // every contender of the prefix giving the same -session-ttl, as the units of one fleet do.
 bool PgContention::wait_out_forgotten_holders() {
   if (sessions_age_ >= ttl_) return true;
-  auto left = ttl_ - sessions_age_;
+  // A server clock stepped back since the start makes the age negative: the wait is a TTL at most.
+  auto left = ttl_ - std::max(sessions_age_, milliseconds(0));
   verbose(
       "{}: the server's sessions began {} ms ago (a start, or a recovery from a crash); a holder "
-      "it forgot may run until -session-ttl after that: our turn begins in {} ms",
+      "it forgot may run until -session-ttl after that: holding the lock, our turn begins in {} ms",
       lease_->connection().where(), sessions_age_.count(), left.count());
   // A pause may end early (a notice to print): only the wait's end, or the time, ends this one.
   for (Deadline by = Deadline::after(left); !by.passed();) {
