@@ -66,12 +66,16 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 import urllib.parse
 
 from harness import SLOW, LockTestCase, free_port, pid_alive, proc_stat, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double"))
+from fixture import make_test_pki  # noqa: E402
 
 
 def _newest_bin_dir():
@@ -209,7 +213,7 @@ class PostgresServer:
     superuser, socket_dir, data_dir, log_path, pid (the postmaster's, None when down),
     start_seconds (the last start, postmaster to ready), init_seconds (initdb)."""
 
-    def __init__(self, settings=None, max_connections=300):
+    def __init__(self, settings=None, max_connections=300, tls=False):
         self.as_root = os.geteuid() == 0
         tmp = tempfile.gettempdir()
         if self.as_root and not _reachable_by_others(tmp):
@@ -250,6 +254,8 @@ class PostgresServer:
             "password_encryption": "scram-sha-256",
         }
         self.settings.update(settings or {})
+        self.tls = tls
+        self.ca = None  # with tls: the CA file that signed the server's certificate
         self.proc = None
         self.log = None
         self._settled_for = 0
@@ -264,6 +270,8 @@ class PostgresServer:
     def __enter__(self):
         try:
             self._initdb()
+            if self.tls:
+                self._make_pki()
             for _ in range(5):  # a port picked as free may be taken before the server binds it
                 self.port = free_port()
                 self._write_config()
@@ -315,6 +323,20 @@ class PostgresServer:
         with open(os.path.join(self.data_dir, "pg_hba.conf"), "w") as f:
             f.write("local all all trust\n"
                     "host all all 127.0.0.1/32 scram-sha-256\n")
+
+    def _make_pki(self):
+        """A throwaway CA and a certificate for 127.0.0.1 (tests/consul_double's make_test_pki);
+        the server's key belongs to the server's user, mode 0600, as PostgreSQL requires."""
+        pki_dir = os.path.join(self.dir, "pki")
+        os.mkdir(pki_dir)
+        pki = make_test_pki(pki_dir, client=False)
+        os.chmod(pki["server_key"], 0o600)
+        if self.as_root:
+            for name in ("server_key", "server_cert"):
+                os.chown(pki[name], self.uid, self.gid)
+        self.ca = pki["ca"]
+        self.settings.update(ssl="on", ssl_cert_file=f"'{pki['server_cert']}'",
+                             ssl_key_file=f"'{pki['server_key']}'")
 
     def _write_config(self):
         # Written to a file of its own, included last, so that a rewrite (a new port) replaces it.
@@ -679,12 +701,12 @@ def _signal(pid, sig, started=None):
 _module_servers = {}
 
 
-def _module_server(settings):
+def _module_server(settings, tls):
     """The classes of one test module share a server for each set of settings (it is settled
     once, not once per class), stopped once the module's tests are done."""
-    key = repr(sorted((settings or {}).items()))
+    key = repr((sorted((settings or {}).items()), tls))
     if key not in _module_servers:
-        _module_servers[key] = PostgresServer(settings=settings).__enter__()
+        _module_servers[key] = PostgresServer(settings=settings, tls=tls).__enter__()
         unittest.addModuleCleanup(lambda: _module_servers.pop(key).__exit__(None, None, None))
     return _module_servers[key]
 
@@ -697,13 +719,14 @@ class PostgresTestCase(LockTestCase):
     the machine's supplies a password a test meant to leave out."""
 
     SETTINGS = None  # postgresql.conf lines for this class's server
+    TLS = False  # whether it also takes TLS connections (its CA: self.pg.ca)
     # Whether lock runs here, and needs the server settled (PostgresServer.settle) before a test.
     SETTLE = True
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.pg = _module_server(cls.SETTINGS)
+        cls.pg = _module_server(cls.SETTINGS, cls.TLS)
 
     def setUp(self):
         super().setUp()

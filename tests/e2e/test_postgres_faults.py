@@ -13,7 +13,7 @@ import unittest
 from fault_proxy import FaultProxy
 from harness import SLOW, free_port, pid_alive, read_file, wait_for
 from pg_doubles import OldServer, TransactionPooler
-from postgres_server import PostgresTestCase, SQLError, missing, withlock_key
+from postgres_server import PostgresTestCase, SQLError, make_test_pki, missing, withlock_key
 
 MISSING = missing()
 
@@ -243,6 +243,38 @@ class PgConnectTest(PostgresTestCase):
         self.assert_succeeds(holder)
         self.assert_nothing_left()
 
+
+
+@unittest.skipIf(MISSING, MISSING)
+class PgTlsTest(PostgresTestCase):
+    """libpq's TLS settings, as a user gives them: PGSSLMODE=verify-full with PGSSLROOTCERT, and
+    sslmode in -endpoints."""
+
+    TLS = True
+
+    def test_verify_full_reaches_the_server_over_tls(self):
+        env = dict(self.env, PGSSLMODE="verify-full", PGSSLROOTCERT=self.pg.ca)
+        holder = self.start_lock(self.prefix, f'echo "$LOCK_SESSION" > {self.path("session")}; '
+                                 f'while [ ! -e {self.path("release")} ]; do sleep 0.01; done', env=env)
+        session = int(self.wait_file("session", "\n"))
+        self.assertEqual(self.pg.sql("SELECT ssl FROM pg_stat_ssl WHERE pid = %s", session), [("t",)])
+        self.release()
+        self.assert_succeeds(holder)
+        r = self.run_lock("-endpoints", self.pg.conninfo(sslmode="require"), self.prefix, "true",
+                          env=dict(self.env, PGSSLMODE="disable"))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assert_nothing_left()
+
+    def test_a_server_certificate_of_another_ca_is_refused_in_one_line(self):
+        os.mkdir(self.path("other-ca"))
+        other = make_test_pki(self.path("other-ca"), client=False)
+        env = dict(self.env, PGSSLMODE="verify-full", PGSSLROOTCERT=other["ca"])
+        r = self.run_lock(self.prefix, "touch " + self.path("ran"), env=env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("certificate verify failed", r.stderr)
+        self.assertNotIn(self.pg.password, r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
 
 if __name__ == "__main__":
     unittest.main()
