@@ -15,8 +15,8 @@
 # How long: 27 minutes on a 2-core machine with the defaults before ZooKeeper joined (Consul and
 # etcd side by side, then local; about 1.4 cores busy), and ZooKeeper's scenarios need about 9
 # minutes of a lane more (measured alone: 5,200 sections, CHAOS_GAP=60, CHAOS_SPLIT=2, in 5.5
-# minutes). PostgreSQL's alone take 20 minutes (CHAOS_BACKENDS=postgres: 32 scenarios, 10,016
-# sections in one lane, on a machine shared with other work). CHAOS_SECTIONS=2000 still meets
+# minutes). PostgreSQL's alone take 14 minutes (CHAOS_BACKENDS=postgres: 32 scenarios, 10,279
+# sections in one lane, the machine otherwise idle). CHAOS_SECTIONS=2000 still meets
 # every fault, in about 15 minutes: the faults' own lengths (TTLs, pauses) then dominate.
 # Knobs (environment): CHAOS_BACKENDS (local,consul,etcd,zookeeper,postgres), CHAOS_SECTIONS (per
 # backend, 10000), CHAOS_GAP (sections between two meetings of the fault, 150), CHAOS_SPLIT
