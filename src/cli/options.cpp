@@ -80,9 +80,8 @@ const char* backend_help() {
   return help.c_str();
 }
 
-// The flags of lock itself, in the order -help lists them; the backends' rows go among them
-// where their `after` says.
-std::vector<FlagInfo> core_rows() {
+// The first of lock's own flags: what it waits for, runs, and how it exits.
+std::vector<FlagInfo> run_rows() {
   return {
       {.name = "n",
        .value = Value::integer,
@@ -116,6 +115,12 @@ std::vector<FlagInfo> core_rows() {
        .value = Value::duration,
        .help = "Keep the lock at least this long from its acquisition, even when the child ends "
                "sooner, e.g. 30s (default 0)"},
+  };
+}
+
+// The rest of them: for operators (health checks, metrics, stopping, systemd) and -status.
+std::vector<FlagInfo> operator_rows() {
+  return {
       {.name = "check",
        .value = Value::text,
        .help = "Run this command (with /bin/sh -c) every -check-interval while the child runs; "
@@ -151,6 +156,15 @@ std::vector<FlagInfo> core_rows() {
            "With -status, print again at every change, until SIGINT, SIGTERM or -timeout (exit 0)"},
       {.name = "version", .help = "Print the version and exit"},
   };
+}
+
+// The flags of lock itself, in the order -help lists them; the backends' rows go among them
+// where their `after` says.
+std::vector<FlagInfo> core_rows() {
+  std::vector<FlagInfo> rows = run_rows();
+  std::vector<FlagInfo> rest = operator_rows();
+  rows.insert(rows.end(), rest.begin(), rest.end());
+  return rows;
 }
 
 // Puts `row` right after the row named `anchor` in `table`; false while that one is not there.

@@ -1,7 +1,5 @@
 #include "runner/health_check.hpp"
 
-#include <fcntl.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,22 +7,13 @@
 
 #include "runner/child.hpp"
 #include "runner/children.hpp"
+#include "util/deadline_timer.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
 namespace lk {
 namespace {
-
-void arm(int timer, std::chrono::nanoseconds after) {
-  using namespace std::chrono;
-  auto secs = duration_cast<seconds>(after);
-  itimerspec spec{};
-  spec.it_value.tv_sec = secs.count();
-  spec.it_value.tv_nsec = duration_cast<nanoseconds>(after - secs).count();
-  if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
-  if (timerfd_settime(timer, 0, &spec, nullptr) < 0) throw sys_error("timerfd_settime");
-}
 
 // Whether the timer went off since the last call.
 bool went_off(int timer) {
@@ -47,9 +36,7 @@ HealthCheck::~HealthCheck() { stop(); }
 
 void HealthCheck::start() {
   in_a_row_ = 0;
-  timer_.reset(timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC));
-  if (!timer_) throw sys_error("timerfd_create");
-  arm(timer_.get(), spec_.interval);
+  timer_ = deadline_timer(Deadline::after(spec_.interval));
 }
 
 // The killed check is reaped by the next sweep(): not here, where the watchdog's death may have
@@ -87,7 +74,7 @@ std::optional<std::string> HealthCheck::launch() {
   spec.restore = signals_.changed_dispositions();
   spec.output = verbose_enabled() ? STDERR_FILENO : -1;
   Spawned check = spawn_child(spec, signals_.original());
-  arm(timer_.get(), spec_.interval);
+  set_deadline_timer(timer_.get(), Deadline::after(spec_.interval));
   if (check.pid > 0 && !check.exec_error) {
     running_ = check.pid;
     return std::nullopt;

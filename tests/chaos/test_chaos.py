@@ -40,18 +40,13 @@ class ChaosShortPass(unittest.TestCase):
     def test_every_backend_every_fault(self):
         triples = run.plan(["local", "consul", "etcd"], limits=(1, 2), every_n=False)
         lanes = 5
-        missing = zookeeper_missing()
-        if missing:
-            print(f"\nchaos: ZooKeeper left out: {missing}", file=sys.stderr)
-        else:
-            triples += run.plan(["zookeeper"], limits=(1, 2), every_n=True)
-            lanes += 2
-        missing = postgres_missing()
-        if missing:
-            print(f"\nchaos: PostgreSQL left out: {missing}", file=sys.stderr)
-        else:
-            triples += run.plan(["postgres"], limits=(1, 2), every_n=False)
-            lanes += 2
+        for backend, name, missing, every_n in (("zookeeper", "ZooKeeper", zookeeper_missing(), True),
+                                                ("postgres", "PostgreSQL", postgres_missing(), False)):
+            if missing:
+                print(f"\nchaos: {name} left out: {missing}", file=sys.stderr)
+            else:
+                triples += run.plan([backend], limits=(1, 2), every_n=every_n)
+                lanes += 2
         # Two lanes (servers) per server backend and all lanes at once: the pass is bound by
         # the faults' own lengths (TTLs, pauses), not by the CPU.
         options = types.SimpleNamespace(lock=os.path.abspath(LOCK), contenders=3, think=0.1,

@@ -78,6 +78,15 @@ def pid_alive(pid):
         return False
 
 
+def tail(path, lines=30):
+    """The last `lines` lines of a file (a server's log, for a message), or "" when unreadable."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
 def read_file(path):
     try:
         with open(path) as f:

@@ -72,7 +72,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import SLOW, LockTestCase, free_port, pid_alive, proc_stat, wait_for
+from harness import SLOW, LockTestCase, free_port, pid_alive, proc_stat, tail, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "consul_double"))
 from fixture import make_test_pki  # noqa: E402
@@ -188,14 +188,6 @@ def _reachable_by_others(path):
         if parent == path:
             return True
         path = parent
-
-
-def tail(path, lines=30):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 class SQLError(RuntimeError):

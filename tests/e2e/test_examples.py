@@ -189,10 +189,9 @@ class SystemdUnitTest(LockTestCase):
         for port in set(ports) - set(up):
             self.assertFalse(serving(port), f"port {port} serves, but its instance should wait")
 
-    def test_two_of_three_serve_and_the_third_takes_over(self):
-        self.assertEqual(self.service.get("KillMode"), ["mixed"])
-        self.assertEqual(self.service.get("Restart"), ["always"])
-        success = self.service.get("SuccessExitStatus", [""])[0].split()
+    def start_three(self):
+        """Three instances on ports of their own, started in turn: the first two serve, the
+        third waits. Returns the ports and the instances."""
         ports = [free_port() for _ in range(3)]
         a = self.start(ports[0])
         self.wait_status([a], [], "the first instance to hold")
@@ -201,6 +200,13 @@ class SystemdUnitTest(LockTestCase):
         c = self.start(ports[2])
         self.wait_status([a, b], [c], "the third instance to wait")
         self.assert_serving(ports, ports[:2])
+        return ports, (a, b, c)
+
+    def test_two_of_three_serve_and_the_third_takes_over(self):
+        self.assertEqual(self.service.get("KillMode"), ["mixed"])
+        self.assertEqual(self.service.get("Restart"), ["always"])
+        success = self.service.get("SuccessExitStatus", [""])[0].split()
+        ports, (a, b, c) = self.start_three()
         self.assertFalse([p for p in tree_children_of(c.pid) if b"http.server" in read_cmdline(p)])
         # Type=notify with -ready=wait: all three count as started; the status tells the ones
         # that serve from the standby, and whom it waits behind.
@@ -247,22 +253,13 @@ class SystemdUnitTest(LockTestCase):
         interval = float(argv[argv.index("-check-interval") + 1].rstrip("s"))
         self.assertNotIn("-check-failures", argv)
         failures = 3  # the default
-        ports = [free_port() for _ in range(3)]
-        a = self.start(ports[0])
-        self.wait_status([a], [], "the first instance to hold")
-        b = self.start(ports[1])
-        self.wait_status([a, b], [], "the second instance to hold")
-        c = self.start(ports[2])
-        self.wait_status([a, b], [c], "the third instance to wait")
-        self.assert_serving(ports, ports[:2])
+        ports, (a, b, c) = self.start_three()
 
         hung = server_of(a)
         os.kill(hung, signal.SIGSTOP)
         stopped = time.monotonic()
 
-        def standby_serves():
-            return [p for p in tree_children_of(c.pid) if b"http.server" in read_cmdline(p)]
-        wait_for(standby_serves, interval * (failures + 1) + 30, "the standby's server")
+        server_of(c, interval * (failures + 1) + 30)
         took = time.monotonic() - stopped
         self.assertFalse(pid_alive(hung), "the hung server still ran beside the standby's")
         # The first failing check starts within an interval of the hang, and the last one ends
@@ -288,12 +285,13 @@ class SystemdUnitTest(LockTestCase):
         verify_unit(self, read(UNIT).replace(INSTALLED_LOCK, os.path.abspath(LOCK)), f"web@{free_port()}.service")
 
 
-def server_of(instance):
-    """The pid of the server an instance's lock runs (its one child running python)."""
+def server_of(instance, timeout=10.0):
+    """The pid of the server an instance's lock runs (its one child running python), once it
+    runs."""
     def find():
         servers = [p for p in tree_children_of(instance.pid) if b"http.server" in read_cmdline(p)]
         return servers[0] if servers else None
-    return wait_for(find, what="the server to start")
+    return wait_for(find, timeout, "the server to start")
 
 
 def verify_unit(case, text, name):

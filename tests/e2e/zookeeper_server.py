@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from harness import SLOW, free_port, wait_for
+from harness import SLOW, free_port, tail, wait_for
 
 JAVA = shutil.which("java") or "/usr/bin/java"
 JARS = "/usr/share/java"
@@ -107,14 +107,6 @@ def server_mode(port, timeout=2.0):
     """"standalone", "leader" or "follower" from `srvr`, once the server serves; else None."""
     m = re.search(r"^Mode: (\w+)", four_letter(port, "srvr", timeout), re.M)
     return m.group(1) if m else None
-
-
-def tail(path, lines=30):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
 
 
 class ZooKeeperProcess:

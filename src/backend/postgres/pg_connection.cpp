@@ -177,6 +177,11 @@ void PgConnection::flush(Deadline by, const Wake* wake) {
   }
 }
 
+void PgConnection::take_input(Deadline by, const Wake* wake) {
+  if (!wait(POLLIN, by, wake)) lost("no answer in time");
+  if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
+}
+
 // libpq sends a Sync of its own only in pipeline mode, entered for it alone.
 void PgConnection::ping(std::chrono::milliseconds timeout, const Wake* wake) {
   std::lock_guard lock(use_);
@@ -186,18 +191,14 @@ void PgConnection::ping(std::chrono::milliseconds timeout, const Wake* wake) {
     lost(first_line(PQerrorMessage(conn_)));
   flush(by, wake);
   for (bool synced = false; !synced;) {
-    while (PQisBusy(conn_)) {
-      if (!wait(POLLIN, by, wake)) lost("no answer in time");
-      if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
-    }
+    while (PQisBusy(conn_)) take_input(by, wake);
     if (PGresult* result = PQgetResult(conn_)) {
       synced = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
       PQclear(result);
     } else if (PQstatus(conn_) == CONNECTION_BAD) {
       lost(first_line(PQerrorMessage(conn_)));
-    } else {  // nothing yet: wait for the server's word rather than ask again at once
-      if (!wait(POLLIN, by, wake)) lost("no answer in time");
-      if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
+    } else {
+      take_input(by, wake);  // nothing yet: wait for the server's word rather than ask again
     }
   }
   keep_notifications();
@@ -208,10 +209,7 @@ std::vector<PgRow> PgConnection::receive(Deadline by, const Wake* wake) {
   std::vector<PgRow> rows;
   std::optional<PgRefused> refused;
   for (;;) {
-    while (PQisBusy(conn_)) {
-      if (!wait(POLLIN, by, wake)) lost("no answer in time");
-      if (!PQconsumeInput(conn_)) lost(first_line(PQerrorMessage(conn_)));
-    }
+    while (PQisBusy(conn_)) take_input(by, wake);
     PGresult* result = PQgetResult(conn_);
     if (!result) break;
     auto status = PQresultStatus(result);

@@ -102,6 +102,8 @@ class PgConnection {
   void send(const std::string& sql, const std::vector<std::string>& params, Deadline by,
             const Wake* wake);
   void flush(Deadline by, const Wake* wake);
+  // Waits for the server's next bytes and reads them in.
+  void take_input(Deadline by, const Wake* wake);
   std::vector<PgRow> receive(Deadline by, const Wake* wake);
   // Waits until the socket is ready for `events`, `by` passes (false) or `wake` says stop
   // (Cancelled); the connection is closed then.

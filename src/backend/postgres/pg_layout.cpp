@@ -3,7 +3,6 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 
 namespace lk {
@@ -91,16 +90,6 @@ std::vector<std::string> pg_key_params(const PgKey& key) {
 
 namespace {
 
-template <class Int>
-std::optional<Int> number(const std::optional<std::string>& cell) {
-  Int n{};
-  if (!cell || std::from_chars(cell->data(), cell->data() + cell->size(), n).ec != std::errc() ||
-      std::from_chars(cell->data(), cell->data() + cell->size(), n).ptr !=
-          cell->data() + cell->size())
-    return std::nullopt;
-  return n;
-}
-
 // One of nobody's (withlock's, an application's): known by its session, as the server sees it.
 HolderRecord stranger(const std::string& prefix, const PgLockRow& row) {
   std::string name = "server process " + std::to_string(row.pid);
@@ -113,8 +102,8 @@ HolderRecord stranger(const std::string& prefix, const PgLockRow& row) {
 
 std::optional<PgLockRow> lock_row(const std::vector<std::optional<std::string>>& cells) {
   if (cells.size() != 8 || !cells[1] || !cells[2]) return std::nullopt;
-  auto pid = number<int>(cells[0]);
-  auto classid = number<std::uint32_t>(cells[3]), objid = number<std::uint32_t>(cells[4]);
+  auto pid = cell_number<int>(cells[0]);
+  auto classid = cell_number<std::uint32_t>(cells[3]), objid = cell_number<std::uint32_t>(cells[4]);
   if (!pid || !classid || !objid || (*cells[2] != "1" && *cells[2] != "2")) return std::nullopt;
   PgLockRow row;
   row.pid = *pid;
@@ -158,7 +147,7 @@ std::optional<std::vector<std::int64_t>> keys_in(const std::optional<std::string
   text = text.substr(1, text.size() - 2);
   while (!text.empty()) {
     std::size_t comma = text.find(',');
-    auto key = number<std::int64_t>(std::string(text.substr(0, comma)));
+    auto key = cell_number<std::int64_t>(std::string(text.substr(0, comma)));
     if (!key) return std::nullopt;
     keys.push_back(*key);
     if (comma == std::string_view::npos) break;

@@ -47,6 +47,7 @@
 // which only grows, across restarts and crashes too (its commit is on disk before it is given). A
 // replica promoted after a failover goes on from what it replayed: a token taken on the old primary
 // and not yet replicated can be taken again there.
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,6 +58,17 @@
 #include "backend/holder_record.hpp"
 
 namespace lk {
+
+// A cell that is a whole integer of type Int, as the server wrote it; nullopt for NULL, for
+// anything else, and for one out of Int's range.
+template <class Int>
+std::optional<Int> cell_number(const std::optional<std::string>& cell) {
+  Int n{};
+  if (!cell) return std::nullopt;
+  auto [end, ec] = std::from_chars(cell->data(), cell->data() + cell->size(), n);
+  if (ec != std::errc() || end != cell->data() + cell->size()) return std::nullopt;
+  return n;
+}
 
 // The two-integer key of a prefix: its lock, and a semaphore's line.
 struct PgKey {

@@ -2,8 +2,7 @@
 
 #include <poll.h>
 
-#include <charconv>
-
+#include "backend/postgres/pg_layout.hpp"
 #include "util/log.hpp"
 
 namespace lk {
@@ -40,15 +39,9 @@ void refuse_standby(PgConnection& connection, std::chrono::milliseconds timeout,
 }
 
 int pid_in(const std::vector<PgRow>& rows, const std::string& where) {
-  int pid = 0;
-  const std::optional<std::string>* cell =
-      rows.size() == 1 && !rows[0].empty() ? &rows[0][0] : nullptr;
-  auto read = cell && *cell
-                  ? std::from_chars((*cell)->data(), (*cell)->data() + (*cell)->size(), pid)
-                  : std::from_chars_result{nullptr, std::errc::invalid_argument};
-  if (read.ec != std::errc() || read.ptr != (*cell)->data() + (*cell)->size() || pid <= 0)
-    throw PgUnreachable(where + ": an answer that names no server process");
-  return pid;
+  auto pid = rows.size() == 1 && !rows[0].empty() ? cell_number<int>(rows[0][0]) : std::nullopt;
+  if (!pid || *pid <= 0) throw PgUnreachable(where + ": an answer that names no server process");
+  return *pid;
 }
 
 PgLease::PgLease(const std::string& conninfo, const LeaseTiming& timing, Deadline connect_by,

@@ -1,7 +1,6 @@
 #include "backend/postgres/pg_recipe.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include "backend/postgres/pg_hold.hpp"
 #include "util/log.hpp"
@@ -36,19 +35,15 @@ constexpr const char* kSessionsAgeSql =
     "pg_stat_get_bgwriter_stat_reset_time())))::int8";
 
 milliseconds age_in(const std::optional<std::string>& cell, const std::string& where) {
-  std::int64_t age = 0;
-  if (!cell || std::from_chars(cell->data(), cell->data() + cell->size(), age).ec != std::errc())
-    throw PgUnreachable(where + ": an age that is no number");
-  return milliseconds(age);
+  auto age = cell_number<std::int64_t>(cell);
+  if (!age) throw PgUnreachable(where + ": an age that is no number");
+  return milliseconds(*age);
 }
 
 std::uint64_t token_in(const std::vector<PgRow>& rows, const std::string& where) {
-  std::uint64_t token = 0;
-  const auto& cell = rows.at(0).at(1);
-  if (!cell ||
-      std::from_chars(cell->data(), cell->data() + cell->size(), token).ec != std::errc() || !token)
-    throw PgUnreachable(where + ": a transaction ID that is no number");
-  return token;
+  auto token = cell_number<std::uint64_t>(rows.at(0).at(1));
+  if (!token || !*token) throw PgUnreachable(where + ": a transaction ID that is no number");
+  return *token;
 }
 
 }  // namespace
@@ -215,10 +210,9 @@ std::optional<int> PgContention::try_slots() {
   for (int theirs : held_slot_limits(key_, held_keys(rows.at(0).at(2))))
     if (theirs != spec_.limit) throw limit_conflict(theirs, spec_.limit);
   const auto& cell = rows.at(0).at(1);
-  int slot = 0;
   if (!cell) return std::nullopt;
-  if (std::from_chars(cell->data(), cell->data() + cell->size(), slot).ec != std::errc() ||
-      slot < 1 || slot > spec_.limit)
+  auto slot = cell_number<int>(cell);
+  if (!slot || *slot < 1 || *slot > spec_.limit)
     throw PgUnreachable(lease_->connection().where() + ": a slot that is no slot of ours");
   return slot;
 }
