@@ -77,8 +77,9 @@ class HealthChecks:
     def test_a_pass_resets_the_count_and_the_output_shows_with_verbose(self):
         # Fails on every second run: never twice in a row.
         count = self.path("count")
-        check = (f'n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}; '
-                 'echo "check $n says"; [ $((n % 2)) -eq 0 ]')
+        # The count is replaced whole (a rename), so that the child never reads it half-written.
+        check = (f'n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}.new; '
+                 f'mv {count}.new {count}; echo "check $n says"; [ $((n % 2)) -eq 0 ]')
         r = self.run_lock("-verbose", "-check", check, "-check-interval", "100ms", "-check-failures",
                           "2", self.prefix,
                           f'while [ "$(cat {count} 2>/dev/null || echo 0)" -lt 6 ]; do sleep 0.01; done')
